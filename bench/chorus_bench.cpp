@@ -1,0 +1,716 @@
+// chorus-bench: nccl-tests style benchmark of Chorus collectives, written
+// against the public C API (chorus.h) only.
+//
+//   chorusrun -np 4 chorus-bench allreduce -b 8 -e 256M -f 2 -c 1
+//
+// Every rank allocates and touches its buffers once, for the largest size.
+// For each size: a barrier, `warmup` untimed ops, a barrier, `iters`
+// back-to-back timed ops; the row's time is the maximum over ranks of the
+// per-rank average (reduced with CHORUS_MAX after the timed region). With
+// -c 1 one more op runs on fresh data and every element of the result is
+// compared with a closed-form reference computed on each rank. Only rank 0
+// prints. See docs/benchmarks.md.
+#include <chorus.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+
+namespace {
+
+enum class Coll { allreduce, allgather, broadcast, reduce_scatter };
+
+struct DtypeInfo {
+  const char* name;
+  chorus_dtype_t dtype;
+  size_t size;
+  double limit;  // largest value represented exactly (and below the 0xFF.. sentinel)
+};
+
+constexpr double kTwo53 = 9007199254740992.0;
+const DtypeInfo kDtypes[] = {
+    {"float32", CHORUS_FLOAT32, 4, 16777216.0},
+    {"float64", CHORUS_FLOAT64, 8, kTwo53},
+    {"float16", CHORUS_FLOAT16, 2, 2048.0},
+    {"bfloat16", CHORUS_BFLOAT16, 2, 256.0},
+    {"int8", CHORUS_INT8, 1, 127.0},
+    {"uint8", CHORUS_UINT8, 1, 254.0},
+    {"int32", CHORUS_INT32, 4, 2147483647.0},
+    {"uint32", CHORUS_UINT32, 4, 4294967294.0},
+    {"int64", CHORUS_INT64, 8, kTwo53},
+    {"uint64", CHORUS_UINT64, 8, kTwo53},
+};
+
+const DtypeInfo* find_dtype(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  static const std::pair<const char*, const char*> aliases[] = {
+      {"float", "float32"}, {"f32", "float32"}, {"double", "float64"}, {"f64", "float64"},
+      {"half", "float16"},  {"f16", "float16"}, {"bf16", "bfloat16"},  {"i8", "int8"},
+      {"char", "int8"},     {"u8", "uint8"},    {"int", "int32"},      {"i32", "int32"},
+      {"u32", "uint32"},    {"i64", "int64"},   {"u64", "uint64"},
+  };
+  for (auto& [alias, full] : aliases)
+    if (name == alias) name = full;
+  for (const auto& d : kDtypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+struct OpInfo {
+  const char* name;
+  chorus_op_t op;
+};
+const OpInfo kOps[] = {{"sum", CHORUS_SUM},
+                       {"prod", CHORUS_PROD},
+                       {"min", CHORUS_MIN},
+                       {"max", CHORUS_MAX},
+                       {"avg", CHORUS_AVG}};
+
+// Algorithms chorus-bench can ask for by name (-a). Extend as Chorus gains them.
+const char* const kAlgos[] = {"auto", "ring"};
+
+// ---------------------------------------------------------------- element I/O
+
+uint16_t float_to_half_exact(float f) {
+  // Only used for small integers (exactly representable), so no rounding.
+  if (f == 0.0f) return std::signbit(f) ? 0x8000 : 0;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000;
+  int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = (bits >> 13) & 0x3ff;
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp == 0) {
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+template <typename T>
+struct Codec {
+  static void put(void* p, size_t i, double v) { static_cast<T*>(p)[i] = static_cast<T>(v); }
+  static double get(const void* p, size_t i) {
+    return static_cast<double>(static_cast<const T*>(p)[i]);
+  }
+};
+struct HalfCodec {
+  static void put(void* p, size_t i, double v) {
+    static_cast<uint16_t*>(p)[i] = float_to_half_exact(static_cast<float>(v));
+  }
+  static double get(const void* p, size_t i) {
+    return half_to_float(static_cast<const uint16_t*>(p)[i]);
+  }
+};
+struct Bf16Codec {
+  static void put(void* p, size_t i, double v) {
+    float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  static double get(const void* p, size_t i) {
+    uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+// Calls fn.template operator()<Codec>() for the dtype.
+template <typename Fn>
+void with_codec(chorus_dtype_t dtype, Fn&& fn) {
+  switch (dtype) {
+    case CHORUS_FLOAT32:
+      return fn(Codec<float>{});
+    case CHORUS_FLOAT64:
+      return fn(Codec<double>{});
+    case CHORUS_FLOAT16:
+      return fn(HalfCodec{});
+    case CHORUS_BFLOAT16:
+      return fn(Bf16Codec{});
+    case CHORUS_INT8:
+      return fn(Codec<int8_t>{});
+    case CHORUS_UINT8:
+      return fn(Codec<uint8_t>{});
+    case CHORUS_INT32:
+      return fn(Codec<int32_t>{});
+    case CHORUS_UINT32:
+      return fn(Codec<uint32_t>{});
+    case CHORUS_INT64:
+      return fn(Codec<int64_t>{});
+    case CHORUS_UINT64:
+      return fn(Codec<uint64_t>{});
+    default:
+      std::abort();
+  }
+}
+
+// ------------------------------------------------------------ data & reference
+//
+// Rank r's element at global index g is value(r, g):
+//   sum/avg (and non-reducing collectives): (g mod M) + 2r
+//   min/max:                                (g + 7r) mod M
+//   prod:                                   2 if (g + r) mod 3 == 0 else 1
+// M is the largest period (at most 2^20) for which every partial result is an
+// integer the dtype holds exactly, so float sums are exact and the reference
+// is exact: sum = N(g mod M) + N(N-1), avg = (g mod M) + N - 1.
+struct Pattern {
+  chorus_op_t op;
+  bool reducing;
+  int nranks;
+  uint64_t period;
+
+  double value(int r, uint64_t g) const {
+    if (reducing && op == CHORUS_PROD) return (g + static_cast<uint64_t>(r)) % 3 == 0 ? 2.0 : 1.0;
+    if (reducing && (op == CHORUS_MIN || op == CHORUS_MAX))
+      return static_cast<double>((g + 7ull * static_cast<uint64_t>(r)) % period);
+    return static_cast<double>(g % period) + 2.0 * r;
+  }
+  double reduced(uint64_t g) const {
+    const double n = nranks;
+    switch (op) {
+      case CHORUS_SUM:
+        return n * static_cast<double>(g % period) + n * (n - 1);
+      case CHORUS_AVG:
+        return static_cast<double>(g % period) + (n - 1);
+      case CHORUS_PROD: {
+        double p = 1;
+        for (int r = 0; r < nranks; ++r) p *= value(r, g);
+        return p;
+      }
+      case CHORUS_MIN:
+      case CHORUS_MAX: {
+        double best = value(0, g);
+        for (int r = 1; r < nranks; ++r)
+          best = op == CHORUS_MIN ? std::min(best, value(r, g)) : std::max(best, value(r, g));
+        return best;
+      }
+      default:
+        return std::nan("");
+    }
+  }
+};
+
+// Returns false (with *why) when the dtype cannot hold exact results at this rank count.
+bool make_pattern(Coll coll, const DtypeInfo& d, chorus_op_t op, int nranks, Pattern* p,
+                  std::string* why) {
+  p->op = op;
+  p->reducing = coll == Coll::allreduce || coll == Coll::reduce_scatter;
+  p->nranks = nranks;
+  const double cap = 1 << 20;
+  const double n = nranks;
+  double period;
+  if (!p->reducing) {
+    period = d.limit - 2 * (n - 1) + 1;
+  } else if (op == CHORUS_PROD) {
+    if (std::ldexp(1.0, (nranks + 2) / 3) > d.limit) {
+      *why = "products of " + std::to_string(nranks) + " ranks overflow " + d.name;
+      return false;
+    }
+    period = 3;
+  } else if (op == CHORUS_MIN || op == CHORUS_MAX) {
+    period = d.limit + 1;
+  } else {
+    period = std::floor(d.limit / n) - n + 2;
+  }
+  if (period < 2) {
+    *why = std::string("sums over ") + std::to_string(nranks) + " ranks overflow " + d.name;
+    return false;
+  }
+  p->period = static_cast<uint64_t>(std::min(period, cap));
+  return true;
+}
+
+// -------------------------------------------------------------------- options
+
+struct Options {
+  std::string collective;
+  std::string min_text = "8", max_text = "256M", iter_bytes_text = "1G";
+  uint64_t min_bytes = 8, max_bytes = 256ull << 20, iter_bytes = 1ull << 30;
+  int factor = 2;
+  int warmup = 5;
+  int iters = 20;
+  int check = 1;
+  std::string dtype = "float32";
+  std::string op = "sum";
+  std::string algo = "auto";
+  std::string transport;
+  int root = 0;
+  bool json = false;
+  int inplace = 0;
+  int64_t timeout_ms = 0;
+  std::string sync = "barrier";
+};
+
+struct Ctx {
+  Options opt;
+  Coll coll;
+  const DtypeInfo* dt;
+  chorus_op_t op;
+  const char* op_name;
+  chorus_comm_t comm = nullptr;
+  int rank = 0, nranks = 1;
+  unsigned char* sendbuf = nullptr;  // unused for broadcast
+  unsigned char* recvbuf = nullptr;
+};
+
+[[noreturn]] void fail(Ctx& c, const char* what, chorus_result_t rc) {
+  std::fprintf(stderr, "chorus-bench: rank %d: %s: %s: %s\n", c.rank, what,
+               chorus_result_string(rc), chorus_comm_last_error(c.comm));
+  std::fflush(stderr);
+  if (c.comm) chorus_comm_abort(c.comm, what);
+  std::exit(2);
+}
+
+// The shape of one row: `count` elements per rank in the op's own terms.
+struct Shape {
+  size_t count;       // per-rank count passed to the API (sendcount / recvcount)
+  size_t elements;    // the "count" column: elements of the size column
+  uint64_t bytes;     // the "size" column
+  size_t send_bytes;  // bytes of sendbuf used
+  size_t recv_bytes;  // bytes of recvbuf used
+};
+
+Shape shape_for(const Ctx& c, uint64_t size) {
+  const size_t e = c.dt->size, n = static_cast<size_t>(c.nranks);
+  Shape s{};
+  switch (c.coll) {
+    case Coll::allreduce:
+    case Coll::broadcast:
+      s.count = std::max<size_t>(1, size / e);
+      s.elements = s.count;
+      s.send_bytes = s.recv_bytes = s.count * e;
+      break;
+    case Coll::allgather:  // size = the gathered (receive) buffer, as nccl-tests
+      s.count = std::max<size_t>(1, size / e / n);
+      s.elements = s.count * n;
+      s.send_bytes = s.count * e;
+      s.recv_bytes = s.elements * e;
+      break;
+    case Coll::reduce_scatter:  // size = the scattered (send) buffer, as nccl-tests
+      s.count = std::max<size_t>(1, size / e / n);
+      s.elements = s.count * n;
+      s.send_bytes = s.elements * e;
+      s.recv_bytes = s.count * e;
+      break;
+  }
+  s.bytes = static_cast<uint64_t>(s.elements) * e;
+  return s;
+}
+
+// Pointers for one op (NCCL's in-place conventions for allgather/reduce-scatter).
+void buffers(const Ctx& c, const Shape& s, const void** send, void** recv) {
+  const size_t e = c.dt->size;
+  *recv = c.recvbuf;
+  *send = c.sendbuf;
+  if (c.coll == Coll::broadcast) {
+    *send = c.recvbuf;
+  } else if (c.opt.inplace) {
+    if (c.coll == Coll::allreduce) *send = c.recvbuf;
+    if (c.coll == Coll::allgather) *send = c.recvbuf + static_cast<size_t>(c.rank) * s.count * e;
+    if (c.coll == Coll::reduce_scatter) {
+      *send = c.recvbuf;  // the full buffer; result lands at recvbuf + rank * count
+      *recv = c.recvbuf + static_cast<size_t>(c.rank) * s.count * e;
+    }
+  }
+}
+
+chorus_result_t run_op(const Ctx& c, const Shape& s) {
+  const void* send;
+  void* recv;
+  buffers(c, s, &send, &recv);
+  const chorus_dtype_t dt = c.dt->dtype;
+  switch (c.coll) {
+    case Coll::allreduce:
+      return chorus_allreduce(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+    case Coll::allgather:
+      return chorus_allgather(c.comm, send, recv, s.count, dt, c.opt.timeout_ms);
+    case Coll::broadcast:
+      return chorus_broadcast(c.comm, recv, s.count, dt, c.opt.root, c.opt.timeout_ms);
+    case Coll::reduce_scatter:
+      return chorus_reduce_scatter(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+  }
+  return CHORUS_ERR_INTERNAL;
+}
+
+// Fills the inputs of one checked op with fresh data and the outputs with the
+// 0xFF sentinel (NaN for floats, -1 / max for integers: never an expected value).
+// Returns the number of wrong elements after running the op.
+uint64_t checked_run(Ctx& c, const Shape& s, const Pattern& p) {
+  const size_t e = c.dt->size;
+  const int r = c.rank;
+  const size_t n = static_cast<size_t>(c.nranks);
+  const bool inplace = c.opt.inplace || c.coll == Coll::broadcast;
+  std::memset(c.recvbuf, 0xff, c.opt.inplace ? std::max(s.send_bytes, s.recv_bytes) : s.recv_bytes);
+  uint64_t wrong = 0;
+  with_codec(c.dt->dtype, [&](auto codec) {
+    using C = decltype(codec);
+    switch (c.coll) {
+      case Coll::allreduce: {
+        void* in = inplace ? c.recvbuf : c.sendbuf;
+        for (size_t i = 0; i < s.count; ++i) C::put(in, i, p.value(r, i));
+        break;
+      }
+      case Coll::reduce_scatter: {
+        void* in = inplace ? c.recvbuf : c.sendbuf;
+        for (size_t i = 0; i < s.elements; ++i) C::put(in, i, p.value(r, i));
+        break;
+      }
+      case Coll::allgather: {
+        void* in = inplace ? static_cast<void*>(c.recvbuf + r * s.count * e) : c.sendbuf;
+        for (size_t i = 0; i < s.count; ++i) C::put(in, i, p.value(r, i));
+        break;
+      }
+      case Coll::broadcast:
+        if (r == c.opt.root)
+          for (size_t i = 0; i < s.count; ++i) C::put(c.recvbuf, i, p.value(r, i));
+        break;
+    }
+    chorus_result_t rc = run_op(c, s);
+    if (rc != CHORUS_SUCCESS) fail(c, "checked op", rc);
+    switch (c.coll) {
+      case Coll::allreduce:
+        for (size_t i = 0; i < s.count; ++i) wrong += C::get(c.recvbuf, i) != p.reduced(i);
+        break;
+      case Coll::reduce_scatter: {
+        const void* out = inplace ? static_cast<void*>(c.recvbuf + r * s.count * e) : c.recvbuf;
+        const uint64_t base = static_cast<uint64_t>(r) * s.count;
+        for (size_t j = 0; j < s.count; ++j) wrong += C::get(out, j) != p.reduced(base + j);
+        break;
+      }
+      case Coll::allgather:
+        for (size_t src = 0; src < n; ++src) {
+          const size_t base = src * s.count;
+          for (size_t j = 0; j < s.count; ++j)
+            wrong += C::get(c.recvbuf, base + j) != p.value(static_cast<int>(src), j);
+        }
+        break;
+      case Coll::broadcast:
+        for (size_t i = 0; i < s.count; ++i)
+          wrong += C::get(c.recvbuf, i) != p.value(c.opt.root, i);
+        break;
+    }
+  });
+  return wrong;
+}
+
+void fill_untimed(Ctx& c, const Shape& s) {
+  // Deterministic, modest data for the timed ops (values do not matter for speed,
+  // but keep floats finite so no NaN/denormal paths are timed).
+  with_codec(c.dt->dtype, [&](auto codec) {
+    using C = decltype(codec);
+    const size_t e = c.dt->size;
+    const bool separate_send = c.coll != Coll::broadcast && !c.opt.inplace;
+    const size_t n_recv = (separate_send ? s.recv_bytes : std::max(s.send_bytes, s.recv_bytes)) / e;
+    for (size_t i = 0; i < n_recv; ++i) C::put(c.recvbuf, i, static_cast<double>((i + c.rank) & 1));
+    if (separate_send)
+      for (size_t i = 0; i < s.send_bytes / e; ++i)
+        C::put(c.sendbuf, i, static_cast<double>((i + c.rank) & 1));
+  });
+}
+
+const char* coll_name(Coll c) {
+  switch (c) {
+    case Coll::allreduce:
+      return "allreduce";
+    case Coll::allgather:
+      return "allgather";
+    case Coll::broadcast:
+      return "broadcast";
+    case Coll::reduce_scatter:
+      return "reduce_scatter";
+  }
+  return "?";
+}
+
+double bus_factor(Coll c, int n) {
+  switch (c) {
+    case Coll::allreduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::allgather:
+    case Coll::reduce_scatter:
+      return static_cast<double>(n - 1) / n;
+    case Coll::broadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// Reduces one value over all ranks (outside any timed region). The value is
+// padded to one element per rank (the others neutral: 0 for sum, the value
+// itself for max) so that no ring step of the reduction is an empty message.
+template <typename T>
+T reduce_scalar(Ctx& c, T value, chorus_dtype_t dtype, chorus_op_t op, const char* what) {
+  std::vector<T> v(static_cast<size_t>(c.nranks), op == CHORUS_SUM ? T{} : value);
+  v[0] = value;
+  chorus_result_t rc =
+      chorus_allreduce(c.comm, v.data(), v.data(), v.size(), dtype, op, c.opt.timeout_ms);
+  if (rc != CHORUS_SUCCESS) fail(c, what, rc);
+  return v[0];
+}
+
+// Lines the ranks up outside any timed region.
+chorus_result_t sync_ranks(const Ctx& c) {
+  if (c.opt.sync == "barrier") return chorus_barrier(c.comm, c.opt.timeout_ms);
+  // One element per rank, so no ring step carries an empty message.
+  std::vector<int32_t> tokens(static_cast<size_t>(c.nranks), 0);
+  return chorus_allreduce(c.comm, tokens.data(), tokens.data(), tokens.size(), CHORUS_INT32,
+                          CHORUS_SUM, c.opt.timeout_ms);
+}
+
+void* alloc_touched(size_t bytes) {
+  if (bytes == 0) bytes = 64;
+  bytes = (bytes + 4095) & ~static_cast<size_t>(4095);
+  void* p = std::aligned_alloc(4096, bytes);
+  if (!p) {
+    std::fprintf(stderr, "chorus-bench: cannot allocate %zu bytes\n", bytes);
+    std::exit(2);
+  }
+  std::memset(p, 0, bytes);  // touch every page once, outside any timed region
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "chorus-bench: nccl-tests style benchmark of Chorus collectives (run under chorusrun)."};
+  app.option_defaults()->always_capture_default();
+  app.add_option("collective", o.collective, "allreduce, allgather, broadcast or reduce-scatter")
+      ->required()
+      ->check(CLI::IsMember(
+          {"allreduce", "allgather", "broadcast", "reduce-scatter", "reduce_scatter"}));
+  app.add_option("-b,--minbytes", o.min_text, "Smallest size in bytes (K/M/G suffixes)");
+  app.add_option("-e,--maxbytes", o.max_text, "Largest size in bytes (K/M/G suffixes)");
+  app.add_option("-f,--stepfactor", o.factor, "Multiply the size by this each step")
+      ->check(CLI::Range(2, 1 << 20));
+  app.add_option("-w,--warmup_iters", o.warmup, "Warm-up ops per size (capped, see --iter-bytes)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("-n,--iters", o.iters, "Timed ops per size (capped, see --iter-bytes)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--iter-bytes", o.iter_bytes_text,
+                 "Cap on timed bytes per size: iters = clamp(ceil(B/size), 1, -n); warm-up is "
+                 "clamp(ceil(B/4/size), 1, -w)");
+  app.add_option("-c,--check", o.check, "Check every element of one more op on fresh data (0|1)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-d,--datatype", o.dtype,
+                 "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64");
+  app.add_option("-o,--op", o.op, "sum prod min max avg (reducing collectives)");
+  app.add_option("-a,--algo", o.algo, "Algorithm: auto or ring (sets CHORUS_ALGO)");
+  app.add_option("-t,--transport", o.transport, "Transport (sets CHORUS_TRANSPORT): auto or tcp");
+  app.add_option("-r,--root", o.root, "Root of broadcast");
+  app.add_flag("-J,--json", o.json, "Print one JSON object per line instead of the table");
+  app.add_option("-i,--inplace", o.inplace, "In-place operation (0|1)")->check(CLI::Range(0, 1));
+  app.add_option("--sync", o.sync,
+                 "How ranks line up before warm-up and timing: barrier (chorus_barrier) or "
+                 "allreduce (a one-element allreduce, for libraries whose barrier is suspect)")
+      ->check(CLI::IsMember({"barrier", "allreduce"}));
+  app.add_option("--timeout-ms", o.timeout_ms, "Deadline of each op (0: CHORUS_TIMEOUT)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  CLI11_PARSE(app, argc, argv);
+
+  Ctx c;
+  if (o.collective == "allreduce") c.coll = Coll::allreduce;
+  if (o.collective == "allgather") c.coll = Coll::allgather;
+  if (o.collective == "broadcast") c.coll = Coll::broadcast;
+  if (o.collective == "reduce-scatter" || o.collective == "reduce_scatter")
+    c.coll = Coll::reduce_scatter;
+  if (!bench_parse_bytes(o.min_text.c_str(), &o.min_bytes) ||
+      !bench_parse_bytes(o.max_text.c_str(), &o.max_bytes) ||
+      !bench_parse_bytes(o.iter_bytes_text.c_str(), &o.iter_bytes) || o.min_bytes == 0 ||
+      o.min_bytes > o.max_bytes) {
+    std::fprintf(stderr, "chorus-bench: bad sizes: -b %s -e %s --iter-bytes %s\n",
+                 o.min_text.c_str(), o.max_text.c_str(), o.iter_bytes_text.c_str());
+    return 2;
+  }
+  c.dt = find_dtype(o.dtype);
+  if (!c.dt) {
+    std::fprintf(stderr, "chorus-bench: unknown datatype '%s'\n", o.dtype.c_str());
+    return 2;
+  }
+  c.op = CHORUS_SUM;
+  c.op_name = nullptr;
+  for (const auto& op : kOps)
+    if (o.op == op.name) c.op = op.op, c.op_name = op.name;
+  if (!c.op_name) {
+    std::fprintf(stderr, "chorus-bench: unknown op '%s' (sum prod min max avg)\n", o.op.c_str());
+    return 2;
+  }
+  const bool reducing = c.coll == Coll::allreduce || c.coll == Coll::reduce_scatter;
+  if (!reducing) c.op_name = "none";
+  if (std::find_if(std::begin(kAlgos), std::end(kAlgos),
+                   [&](const char* a) { return o.algo == a; }) == std::end(kAlgos)) {
+    std::fprintf(stderr, "chorus-bench: unknown algorithm '%s' (auto, ring)\n", o.algo.c_str());
+    return 2;
+  }
+  // A tool may set its own environment before the library reads its configuration.
+  if (!o.transport.empty()) setenv("CHORUS_TRANSPORT", o.transport.c_str(), 1);
+  if (o.algo != "auto") {
+    std::string spec = std::string(coll_name(c.coll)) + ":0-inf:" + o.algo;
+    setenv("CHORUS_ALGO", spec.c_str(), 1);
+  }
+  c.opt = o;
+
+  chorus_result_t rc = chorus_init_from_env(&c.comm);
+  if (rc != CHORUS_SUCCESS) {
+    std::fprintf(stderr, "chorus-bench: chorus_init_from_env: %s: %s\n", chorus_result_string(rc),
+                 chorus_comm_last_error(nullptr));
+    return 2;
+  }
+  chorus_comm_rank(c.comm, &c.rank);
+  chorus_comm_size(c.comm, &c.nranks);
+  if (c.coll == Coll::broadcast && (o.root < 0 || o.root >= c.nranks)) {
+    if (c.rank == 0)
+      std::fprintf(stderr, "chorus-bench: root %d is not a rank of %d\n", o.root, c.nranks);
+    chorus_comm_destroy(c.comm);
+    return 2;
+  }
+  Pattern pattern{};
+  if (o.check) {
+    std::string why;
+    if (!make_pattern(c.coll, *c.dt, c.op, c.nranks, &pattern, &why)) {
+      if (c.rank == 0)
+        std::fprintf(stderr, "chorus-bench: cannot check exactly (%s); use -c 0 or another -d\n",
+                     why.c_str());
+      chorus_comm_destroy(c.comm);
+      return 2;
+    }
+  }
+
+  // Sizes: min, min*f, ... <= max, deduplicated after rounding to whole elements.
+  std::vector<Shape> shapes;
+  for (uint64_t size = o.min_bytes; size <= o.max_bytes;) {
+    Shape s = shape_for(c, size);
+    if (shapes.empty() || shapes.back().bytes != s.bytes) shapes.push_back(s);
+    if (size > o.max_bytes / static_cast<uint64_t>(o.factor)) break;
+    size *= static_cast<uint64_t>(o.factor);
+  }
+  size_t max_send = 0, max_recv = 0;
+  for (const auto& s : shapes) {
+    max_send = std::max(max_send, s.send_bytes);
+    max_recv = std::max(max_recv, s.recv_bytes);
+  }
+  if (c.opt.inplace) max_recv = std::max(max_recv, max_send);
+  c.recvbuf = static_cast<unsigned char*>(alloc_touched(max_recv));
+  c.sendbuf = static_cast<unsigned char*>(
+      alloc_touched(c.coll == Coll::broadcast || c.opt.inplace ? 0 : max_send));
+
+  const char* algo_col = o.algo.c_str();
+  const char* transport = getenv("CHORUS_TRANSPORT");
+  if (c.rank == 0 && !o.json) {
+    std::printf("# chorus-bench %s: nranks %d, minBytes %" PRIu64 " maxBytes %" PRIu64
+                " step: %d(factor) warmup iters: %d iters: %d (at most %" PRIu64
+                " bytes per size) check: %d\n",
+                coll_name(c.coll), c.nranks, o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters,
+                o.iter_bytes, o.check);
+    std::printf("# dtype %s, op %s, algo %s, transport %s, inplace %d%s\n", c.dt->name, c.op_name,
+                algo_col, transport ? transport : "auto", o.inplace,
+                c.coll == Coll::broadcast ? (", root " + std::to_string(o.root)).c_str() : "");
+    std::printf("# libchorus version %d\n#\n", chorus_version());
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "size", "count", "type",
+                "redop", "algo", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "(B)", "(elements)", "", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  uint64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int rows = 0;
+  for (const Shape& s : shapes) {
+    const int iters = bench_iters_for(s.bytes, o.iter_bytes, o.iters);
+    const int warmup = bench_warmup_for(s.bytes, o.iter_bytes, o.warmup);
+
+    fill_untimed(c, s);
+    if ((rc = sync_ranks(c)) != CHORUS_SUCCESS) fail(c, o.sync.c_str(), rc);
+    for (int i = 0; i < warmup; ++i)
+      if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "warm-up op", rc);
+    if ((rc = sync_ranks(c)) != CHORUS_SUCCESS) fail(c, o.sync.c_str(), rc);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i)
+      if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "timed op", rc);
+    const auto t1 = std::chrono::steady_clock::now();
+    double avg_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+    // Outside the timed region: the slowest rank's average.
+    avg_us = reduce_scalar(c, avg_us, CHORUS_FLOAT64, CHORUS_MAX, "time reduction");
+
+    uint64_t wrong = 0;
+    if (o.check) {
+      wrong = checked_run(c, s, pattern);
+      wrong = reduce_scalar(c, wrong, CHORUS_UINT64, CHORUS_SUM, "wrong-count reduction");
+      total_wrong += wrong;
+    }
+    const double algbw = static_cast<double>(s.bytes) / (avg_us * 1e-6) / 1e9;
+    const double busbw = algbw * bus_factor(c.coll, c.nranks);
+    busbw_sum += busbw;
+    ++rows;
+    if (c.rank != 0) continue;
+    if (o.json) {
+      std::printf("{\"collective\": \"%s\", \"nranks\": %d, \"size\": %" PRIu64
+                  ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"%s\", "
+                  "\"root\": %d, \"inplace\": %d, \"warmup\": %d, \"iters\": %d, \"time_us\": "
+                  "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s}\n",
+                  coll_name(c.coll), c.nranks, s.bytes, s.elements, c.dt->name, c.op_name, algo_col,
+                  c.coll == Coll::broadcast ? o.root : -1, o.inplace, warmup, iters, avg_us, algbw,
+                  busbw, o.check ? std::to_string(wrong).c_str() : "null");
+    } else {
+      std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s\n", s.bytes,
+                  s.elements, c.dt->name, c.op_name, algo_col, avg_us, algbw, busbw,
+                  o.check ? std::to_string(wrong).c_str() : "N/A");
+    }
+    std::fflush(stdout);
+  }
+
+  const double avg_busbw = rows ? busbw_sum / rows : 0.0;
+  if (c.rank == 0) {
+    if (o.json) {
+      std::printf(
+          "{\"summary\": true, \"collective\": \"%s\", \"nranks\": %d, \"wrong\": %s, "
+          "\"avg_busbw_gbps\": %.6f}\n",
+          coll_name(c.coll), c.nranks, o.check ? std::to_string(total_wrong).c_str() : "null",
+          avg_busbw);
+    } else {
+      std::printf("# Out of bounds values : %" PRIu64 " %s\n", total_wrong,
+                  !o.check      ? "(not checked)"
+                  : total_wrong ? "FAILED"
+                                : "OK");
+      std::printf("# Avg bus bandwidth    : %g\n#\n", avg_busbw);
+    }
+    std::fflush(stdout);
+  }
+  rc = chorus_comm_destroy(c.comm);
+  std::free(c.sendbuf);
+  std::free(c.recvbuf);
+  if (rc != CHORUS_SUCCESS) {
+    std::fprintf(stderr, "chorus-bench: rank %d: chorus_comm_destroy: %s\n", c.rank,
+                 chorus_result_string(rc));
+    return 2;
+  }
+  return total_wrong == 0 ? 0 : 1;
+}

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Chorus vs Open MPI allreduce, side by side, in one invocation.
+
+For each rank count it runs, --runs times and interleaved (so drift in the
+machine's speed hits every configuration alike):
+
+  chorus      chorusrun -np N chorus-bench allreduce -t <transport> --json ...
+  ompi        mpirun -np N <class MCA flags> mpi_allreduce_bench --json ...
+              (Open MPI as installed)
+  ompi-tuned  the same with -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:
+              glibc.malloc.trim_threshold=68719476736 (keeps malloc from
+              handing large buffers back to the kernel, Open MPI's stronger
+              configuration on these machines)
+
+All three use the same sizes, the same iteration rule (bench/bench_common.h),
+the same timing (max over ranks of the per-rank average of back-to-back ops)
+and the same element-by-element check. The table shows medians over the runs
+and the ratio chorus / max(ompi, ompi-tuned) of bus bandwidth.
+
+  bench/compare.py --build-dir build-release --np 2,4 --min 8 --max 256M --runs 3
+
+Standard library only. Exit status: 0 when every run succeeded and every
+element checked was right, 1 on wrong results, 2 on a failed run or bad usage.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Transport classes: how each side is told to use the same kind of link.
+# A class maps to Chorus's -t and to Open MPI's BTL selection. Enable "shm"
+# when Chorus has a shared-memory transport (Open MPI's is vader).
+TRANSPORT_CLASSES = {
+    "tcp": {
+        "enabled": True,
+        "chorus_transport": "tcp",
+        "mpi_args": ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
+                     "--mca", "pml", "ob1"],
+    },
+    "shm": {
+        "enabled": False,
+        "chorus_transport": "shm",
+        "mpi_args": ["--mca", "btl", "vader,self", "--mca", "pml", "ob1"],
+    },
+}
+
+TUNED_ENV = "GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
+CONFIGS = ("chorus", "ompi", "ompi-tuned")
+
+
+def parse_bytes(text):
+    """'8', '64K', '256M', '1G', '1GiB': binary multiples, as chorus-bench."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)(I?B)?", text.strip().upper())
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]
+
+
+def default_build_dir():
+    # The copy meson places in <build>/bench/ finds its own build directory.
+    if os.path.exists(os.path.join(HERE, "chorus-bench")):
+        return os.path.dirname(HERE)
+    return os.path.join(os.path.dirname(HERE), "build-release")
+
+
+def fmt_bytes(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, unit)
+    return str(n)
+
+
+def run_one(cmd, timeout, verbose, env=None):
+    """Runs cmd in its own process group; returns (rows, summary, error)."""
+    if verbose:
+        print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        return None, None, "timed out after %ds" % timeout
+    rows, summary = [], None
+    for line in out.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("summary"):
+            summary = obj
+        else:
+            rows.append(obj)
+    if verbose:
+        print("  (%.1fs, exit %d)" % (time.monotonic() - start, proc.returncode), file=sys.stderr,
+              flush=True)
+    if proc.returncode not in (0, 1) or summary is None:
+        tail = "\n".join((err or out).strip().splitlines()[-15:])
+        return rows, summary, "exit status %d\n%s" % (proc.returncode, tail)
+    return rows, summary, None
+
+
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def main():
+    classes = sorted(k for k, v in TRANSPORT_CLASSES.items() if v["enabled"])
+    ap = argparse.ArgumentParser(
+        description="Chorus vs Open MPI allreduce on the same sizes, in one run.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--build-dir", default=default_build_dir(),
+                    help="meson build directory holding tools/chorusrun and bench/*")
+    ap.add_argument("--chorusrun", help="path of chorusrun (default BUILD/tools/chorusrun)")
+    ap.add_argument("--chorus-bench", help="path of chorus-bench (default BUILD/bench/chorus-bench)")
+    ap.add_argument("--mpi-bench",
+                    help="path of mpi_allreduce_bench (default BUILD/bench/mpi_allreduce_bench)")
+    ap.add_argument("--mpirun", default="mpirun", help="Open MPI's launcher")
+    ap.add_argument("--np", default=None,
+                    help="rank counts, comma separated (e.g. 2,4); repeatable (default 2)",
+                    action="append")
+    ap.add_argument("--min", default="8", help="smallest size in bytes (K/M/G)")
+    ap.add_argument("--max", default="256M", help="largest size in bytes (K/M/G)")
+    ap.add_argument("--factor", type=int, default=2, help="size step factor")
+    ap.add_argument("--runs", type=int, default=3, help="runs per configuration (medians)")
+    ap.add_argument("--iters", type=int, default=20, help="timed ops per size (-n), capped")
+    ap.add_argument("--warmup", type=int, default=5, help="warm-up ops per size (-w), capped")
+    ap.add_argument("--iter-bytes", default="512M",
+                    help="at most this many timed bytes per size: iters = "
+                         "clamp(ceil(B/size), 1, --iters)")
+    ap.add_argument("--check", type=int, choices=(0, 1), default=1,
+                    help="check every element of one extra op per size")
+    ap.add_argument("--dtype", default="float32", help="float32, float64, int32 or int64")
+    ap.add_argument("--transport-class", default="tcp", choices=classes,
+                    help="which links both sides use")
+    ap.add_argument("--chorus-args", default="",
+                    help="extra chorus-bench arguments, one shell-quoted string "
+                         "(e.g. '--sync allreduce')")
+    ap.add_argument("--mpirun-args", default="",
+                    help="extra mpirun arguments, one shell-quoted string")
+    ap.add_argument("--skip-tuned", action="store_true", help="skip the GLIBC_TUNABLES run")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per benchmark invocation")
+    ap.add_argument("--json-out", help="also write every run and the medians to this file")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each command")
+    args = ap.parse_args()
+
+    nps = []
+    for item in args.np or ["2"]:
+        nps += [int(x) for x in item.split(",") if x.strip()]
+    build = args.build_dir
+    chorusrun = args.chorusrun or os.path.join(build, "tools", "chorusrun")
+    chorus_bench = args.chorus_bench or os.path.join(build, "bench", "chorus-bench")
+    mpi_bench = args.mpi_bench or os.path.join(build, "bench", "mpi_allreduce_bench")
+    for path, what in ((chorusrun, "chorusrun"), (chorus_bench, "chorus-bench"),
+                       (mpi_bench, "mpi_allreduce_bench")):
+        if not os.access(path, os.X_OK):
+            print("compare.py: %s not found at %s (build it, or give --build-dir / --%s)"
+                  % (what, path, what.replace("_", "-").replace("allreduce-", "")),
+                  file=sys.stderr)
+            return 2
+    try:
+        lo, hi = parse_bytes(args.min), parse_bytes(args.max)
+        parse_bytes(args.iter_bytes)
+    except ValueError:
+        print("compare.py: bad --min/--max/--iter-bytes", file=sys.stderr)
+        return 2
+    tclass = TRANSPORT_CLASSES[args.transport_class]
+    common = ["-b", str(lo), "-e", str(hi), "-f", str(args.factor), "-n", str(args.iters),
+              "-w", str(args.warmup), "--iter-bytes", args.iter_bytes, "-c", str(args.check),
+              "-d", args.dtype, "--json"]
+    mpirun_base = [args.mpirun, "--allow-run-as-root", "--oversubscribe"]
+    configs = [c for c in CONFIGS if not (args.skip_tuned and c == "ompi-tuned")]
+
+    def command(config, n):
+        if config == "chorus":
+            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout), chorus_bench,
+                    "allreduce", "-t", tclass["chorus_transport"]] + common + \
+                shlex.split(args.chorus_args)
+        extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
+        return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
+            shlex.split(args.mpirun_args) + [mpi_bench] + common
+
+    failures, wrong_total = [], 0
+    report = {"args": vars(args), "results": {}}
+    started = time.monotonic()
+    for n in nps:
+        # runs[config][size] -> list of rows
+        runs = {c: {} for c in configs}
+        for r in range(args.runs):
+            for config in configs:
+                print("# np=%d run %d/%d %s ..." % (n, r + 1, args.runs, config), file=sys.stderr,
+                      flush=True)
+                rows, summary, error = run_one(command(config, n), args.timeout + 30,
+                                               args.verbose)
+                if error:
+                    failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
+                    print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
+                for row in rows or []:
+                    runs[config].setdefault(row["size"], []).append(row)
+                    if row.get("wrong"):
+                        wrong_total += row["wrong"]
+                        failures.append("np=%d %s run %d: %d wrong elements at %d B" %
+                                        (n, config, r + 1, row["wrong"], row["size"]))
+        sizes = sorted(set().union(*[set(runs[c]) for c in configs]))
+        med = {c: {s: {"busbw": median_or_none([x["busbw_gbps"] for x in runs[c].get(s, [])]),
+                       "time": median_or_none([x["time_us"] for x in runs[c].get(s, [])]),
+                       "n": len(runs[c].get(s, []))} for s in sizes} for c in configs}
+        report["results"][str(n)] = {"runs": runs, "medians": med}
+
+        print()
+        print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s; Open MPI %s)" %
+              (args.dtype, n, args.transport_class, tclass["chorus_transport"],
+               " ".join(tclass["mpi_args"])))
+        print("## busbw = algbw * 2(n-1)/n, GB/s; medians of %d runs; ratio = chorus / max(ompi)"
+              % args.runs)
+        head = ["size", "chorus", "ompi", "ompi-tuned", "ratio", "chorus", "ompi(best)"]
+        unit = ["(B)", "busbw", "busbw", "busbw", "", "time(us)", "time(us)"]
+        if "ompi-tuned" not in configs:
+            del head[3], unit[3]
+        fmt = "%10s " + " ".join(["%11s"] * (len(head) - 1))
+        print(fmt % tuple(head))
+        print(fmt % tuple(unit))
+        ratios, big_ratios = [], []
+        for s in sizes:
+            c = med["chorus"][s]
+            o = [med[k][s] for k in configs if k != "chorus"]
+            best_bw = max([x["busbw"] for x in o if x["busbw"] is not None], default=None)
+            best_t = min([x["time"] for x in o if x["time"] is not None], default=None)
+            ratio = c["busbw"] / best_bw if c["busbw"] and best_bw else None
+            if ratio:
+                ratios.append(ratio)
+                if s >= 1 << 20:
+                    big_ratios.append(ratio)
+
+            def f(v, spec="%.3f"):
+                return "-" if v is None else spec % v
+            cells = [fmt_bytes(s), f(c["busbw"])] + [f(x["busbw"]) for x in o] + \
+                [f(ratio, "%.2f"), f(c["time"], "%.1f"), f(best_t, "%.1f")]
+            print(fmt % tuple(cells))
+        smallest = sizes[0] if sizes else None
+        if smallest is not None:
+            lat = ", ".join("%s %s us" % (k, "-" if med[k][smallest]["time"] is None else
+                                          "%.1f" % med[k][smallest]["time"]) for k in configs)
+            print("## %s-byte latency (median time per op): %s" % (fmt_bytes(smallest), lat))
+        if ratios:
+            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            line = "## geometric mean of ratio: %.2f over all sizes" % geo
+            if big_ratios:
+                line += ", %.2f over sizes >= 1M" % math.exp(
+                    sum(math.log(x) for x in big_ratios) / len(big_ratios))
+            print(line)
+        sys.stdout.flush()
+
+    print("\n# compare.py: %.0fs, %s" % (time.monotonic() - started,
+                                        "all runs OK, every element right" if not failures
+                                        else "%d problem(s):" % len(failures)))
+    for f_ in failures:
+        lines = f_.splitlines()
+        print("#   " + lines[0])
+        for line in lines[1:][-3:]:  # the last lines the failed run printed
+            print("#       " + line[:300])
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(report, fh, indent=1)
+    if wrong_total:
+        return 1
+    return 2 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

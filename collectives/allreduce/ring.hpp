@@ -1,0 +1,33 @@
+// Ring allreduce = ring reduce-scatter + ring allgather (Baidu / Horovod /
+// Gloo's allreduce_ring_chunked).
+//
+// Terms: n ranks in a ring; the N-element buffer is cut into n balanced
+// chunks (patterns::chunk: the first N % n chunks have one element more);
+// segments of at most ctx.segment_bytes pipeline each step.
+//
+// Steps: 2 (n - 1).
+//   1. Reduce-scatter (reduce_scatter/ring.hpp), n - 1 steps: afterwards rank
+//      r's recv holds chunk r reduced over all ranks. Out of place it reads
+//      send and writes only recv, so no initial copy is needed. AVG: the owner
+//      divides its chunk by n, once.
+//   2. Allgather (allgather/ring.hpp), n - 1 steps, in place in recv: every
+//      chunk travels once around the ring.
+//
+// Bytes on the wire per rank: 2 (n - 1) / n * N * elem sent and received
+// (busbw = algbw * 2 (n - 1) / n), in 2 (n - 1) * ceil(chunk / segment)
+// messages. Works for N = 0 and N < n (empty chunks are empty messages) and
+// n = 1 (a copy, when out of place).
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/context.hpp"
+
+namespace chorus {
+
+// recv = reduction over ranks of send (count elements). send == recv is in
+// place; any other overlap is a UsageError.
+void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                    DataType dtype, ReduceOp op);
+
+}  // namespace chorus

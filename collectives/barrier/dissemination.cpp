@@ -1,0 +1,24 @@
+#include "collectives/barrier/dissemination.hpp"
+
+#include <array>
+
+#include "collectives/patterns/ring.hpp"
+#include "lib/core/log.hpp"
+
+namespace chorus {
+
+void dissemination_barrier(CollectiveContext& ctx) {
+  static spdlog::logger& log = logger("coll");
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const int rounds = patterns::dissemination_rounds(n);
+  log.debug("dissemination barrier: {} ranks, {} rounds", n, rounds);
+  for (int k = 0; k < rounds; ++k) {
+    std::array<RequestPtr, 2> reqs;
+    reqs[0] = ctx.recv(patterns::dissemination_recv_peer(rank, n, k), {});
+    reqs[1] = ctx.send(patterns::dissemination_send_peer(rank, n, k), {});
+    ctx.wait(reqs);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,12 @@
+// ScratchPool slots used by the algorithms under collectives/. One collective
+// runs at a time on a communicator, so algorithms that run one after another
+// (reduce-scatter then allgather) may share a slot. Callers above (the
+// communicator, fusion) should use slots from kFirstFreeSlot on.
+#pragma once
+
+namespace chorus::scratch_slot {
+
+inline constexpr int ring_staging = 0;  // ring pipeline: received segments before reduction
+inline constexpr int kFirstFreeSlot = 8;
+
+}  // namespace chorus::scratch_slot

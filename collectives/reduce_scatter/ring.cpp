@@ -1,0 +1,75 @@
+#include "collectives/reduce_scatter/ring.hpp"
+
+#include <cstring>
+
+#include "collectives/common/ring_pipeline.hpp"
+#include "collectives/common/scratch_slots.hpp"
+#include "collectives/common/validate.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+
+namespace chorus {
+
+using patterns::Range;
+
+void ring_reduce_scatter_chunks(CollectiveContext& ctx, const void* input, void* work, void* result,
+                                std::span<const Range> chunks, DataType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const std::size_t e = dtype_size(dtype);
+  const ReduceFn fn = reduce_fn(dtype, op);
+  const auto* in = static_cast<const std::byte*>(input);
+  auto* wk = static_cast<std::byte*>(work);
+  auto* res = static_cast<std::byte*>(result);
+  const Range own = chunks[static_cast<std::size_t>(rank)];
+
+  if (n == 1) {
+    const std::byte* src = in + own.offset * e;
+    if (own.count > 0 && src != res) std::memmove(res, src, own.count * e);
+    return;
+  }
+
+  RingPipeline p;
+  p.chunks = chunks;
+  p.elem_size = e;
+  p.first_chunk = patterns::rs_send_chunk(rank, n, 0);
+  p.first_src = in;
+  p.staging_slot = scratch_slot::ring_staging;
+  p.forwards_staging = (wk == nullptr);
+  p.consume = [&](int, int chunk, Range seg, std::byte* data) -> const std::byte* {
+    std::byte* dst;
+    if (chunk == rank)
+      dst = res + (seg.offset - own.offset) * e;
+    else
+      dst = wk ? wk + seg.offset * e : data;
+    if (seg.count > 0) fn(dst, in + seg.offset * e, data, seg.count);
+    return dst;
+  };
+  run_ring_pipeline(ctx, p);
+}
+
+void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
+                         std::size_t recvcount, DataType dtype, ReduceOp op) {
+  static spdlog::logger& log = logger("coll");
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t total = checked_total(recvcount, n, e, "reduce_scatter");
+  log.debug("ring reduce_scatter: {} ranks, recvcount {} ({}, {}), segment {} bytes", n, recvcount,
+            dtype_name(dtype), op_name(op), ctx.segment_bytes);
+  if (recvcount > 0) {
+    require_buffer(send, "reduce_scatter send");
+    require_buffer(recv, "reduce_scatter recv");
+    const auto* s = static_cast<const std::byte*>(send);
+    const auto* r = static_cast<const std::byte*>(recv);
+    const bool in_place = r == s + static_cast<std::size_t>(rank) * recvcount * e;
+    if (!in_place && overlaps(s, total * e, r, recvcount * e))
+      throw UsageError(
+          "reduce_scatter: recv overlaps send other than at send + rank * recvcount (in place)");
+  }
+  const auto chunks = patterns::equal_chunks(recvcount, n);
+  ring_reduce_scatter_chunks(ctx, send, nullptr, recv, chunks, dtype, op);
+  if (op == ReduceOp::avg && recvcount > 0) scale_for_avg(recv, recvcount, dtype, n);
+}
+
+}  // namespace chorus

@@ -1,0 +1,150 @@
+/*
+ * Chorus: collective communication for data-parallel training. C API.
+ *
+ * Every function returns a chorus_result_t (CHORUS_SUCCESS == 0) unless it is a
+ * plain query. Every call with a deadline takes timeout_ms: 0 means "use
+ * CHORUS_TIMEOUT", a negative value is rejected (no wait is ever unbounded).
+ * After an error, chorus_comm_last_error(comm) describes it in words.
+ */
+#ifndef CHORUS_H
+#define CHORUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_VERSION_MAJOR 0
+#define CHORUS_VERSION_MINOR 1
+#define CHORUS_VERSION_PATCH 0
+#define CHORUS_VERSION \
+  (CHORUS_VERSION_MAJOR * 10000 + CHORUS_VERSION_MINOR * 100 + CHORUS_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define CHORUS_API __attribute__((visibility("default")))
+#else
+#define CHORUS_API
+#endif
+
+typedef enum {
+  CHORUS_SUCCESS = 0,
+  CHORUS_ERR_INVALID_ARGUMENT = 1, /* null buffer, bad dtype/op/root, overlap */
+  CHORUS_ERR_INVALID_USAGE = 2,    /* call on a destroyed/aborted communicator */
+  CHORUS_ERR_TIMEOUT = 3,          /* a deadline expired */
+  CHORUS_ERR_PEER_FAILURE = 4,     /* a peer rank died or closed its connection */
+  CHORUS_ERR_MISMATCH = 5,         /* ranks issued different collectives/counts */
+  CHORUS_ERR_IO = 6,               /* a system or network error */
+  CHORUS_ERR_BOOTSTRAP = 7,        /* could not find or reach the store / peers */
+  CHORUS_ERR_UNSUPPORTED = 8,      /* not available in this build or setting */
+  CHORUS_ERR_ABORTED = 9,          /* the communicator was aborted */
+  CHORUS_ERR_INTERNAL = 10,        /* an invariant of Chorus was violated (a bug) */
+  CHORUS_ERR_NO_MEMORY = 11,       /* allocation failed */
+  CHORUS_RESULT_COUNT_ = 12
+} chorus_result_t;
+
+typedef enum {
+  CHORUS_FLOAT32 = 0,
+  CHORUS_FLOAT64 = 1,
+  CHORUS_FLOAT16 = 2,
+  CHORUS_BFLOAT16 = 3,
+  CHORUS_INT8 = 4,
+  CHORUS_UINT8 = 5,
+  CHORUS_INT32 = 6,
+  CHORUS_UINT32 = 7,
+  CHORUS_INT64 = 8,
+  CHORUS_UINT64 = 9,
+  CHORUS_DTYPE_COUNT_ = 10
+} chorus_dtype_t;
+
+typedef enum {
+  CHORUS_SUM = 0,
+  CHORUS_PROD = 1,
+  CHORUS_MIN = 2,
+  CHORUS_MAX = 3,
+  CHORUS_AVG = 4,
+  CHORUS_OP_COUNT_ = 5
+} chorus_op_t;
+
+typedef struct chorus_comm* chorus_comm_t;
+typedef struct chorus_request* chorus_request_t;
+
+/* Explicit initialisation. Start with CHORUS_INIT_CONFIG_INITIALIZER. */
+typedef struct {
+  size_t size;            /* sizeof(chorus_init_config_t) */
+  uint32_t version;       /* CHORUS_VERSION the caller was built with */
+  int rank;               /* this process's rank, 0 <= rank < world_size */
+  int world_size;         /* number of ranks */
+  const char* store_addr; /* "host:port" of the rendezvous store */
+  const char* job_token;  /* shared secret; NULL or "" disables the check */
+  const char* transport;  /* NULL: CHORUS_TRANSPORT / automatic; or "tcp" */
+} chorus_init_config_t;
+
+#define CHORUS_INIT_CONFIG_INITIALIZER \
+  { sizeof(chorus_init_config_t), CHORUS_VERSION, -1, 0, NULL, NULL, NULL }
+
+CHORUS_API int chorus_version(void);
+CHORUS_API const char* chorus_result_string(chorus_result_t result);
+
+/* Reads CHORUS_* (set by chorusrun) or Open MPI / Slurm / torchrun / TF_CONFIG. */
+CHORUS_API chorus_result_t chorus_init_from_env(chorus_comm_t* comm);
+CHORUS_API chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* comm);
+/* Collective: waits (bounded by CHORUS_TIMEOUT) for outstanding work, says goodbye
+ * to peers, frees everything. comm may be NULL. */
+CHORUS_API chorus_result_t chorus_comm_destroy(chorus_comm_t comm);
+/* Fails all outstanding and future operations on comm, locally and at peers. */
+CHORUS_API chorus_result_t chorus_comm_abort(chorus_comm_t comm, const char* reason);
+CHORUS_API chorus_result_t chorus_comm_rank(chorus_comm_t comm, int* rank);
+CHORUS_API chorus_result_t chorus_comm_size(chorus_comm_t comm, int* size);
+/* The message of the last error on this thread for comm ("" if none). Valid until
+ * the next call on comm from this thread. comm may be NULL (init errors). */
+CHORUS_API const char* chorus_comm_last_error(chorus_comm_t comm);
+
+/* Blocking collectives. sendbuf == recvbuf means in place. */
+CHORUS_API chorus_result_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                            size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                            int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_broadcast(chorus_comm_t comm, void* buf, size_t count,
+                                            chorus_dtype_t dtype, int root, int64_t timeout_ms);
+/* recvbuf holds world_size * sendcount elements. */
+CHORUS_API chorus_result_t chorus_allgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                            size_t sendcount, chorus_dtype_t dtype,
+                                            int64_t timeout_ms);
+/* sendbuf holds world_size * recvcount elements. */
+CHORUS_API chorus_result_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf,
+                                                 void* recvbuf, size_t recvcount,
+                                                 chorus_dtype_t dtype, chorus_op_t op,
+                                                 int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_barrier(chorus_comm_t comm, int64_t timeout_ms);
+
+/* Non-blocking forms: the operation runs in order with the communicator's other
+ * collectives; buffers must stay valid until the request completes. The deadline
+ * is given to chorus_wait / counted from the call by CHORUS_TIMEOUT. */
+CHORUS_API chorus_result_t chorus_iallreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                             size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                             chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ibroadcast(chorus_comm_t comm, void* buf, size_t count,
+                                             chorus_dtype_t dtype, int root,
+                                             chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_iallgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                             size_t sendcount, chorus_dtype_t dtype,
+                                             chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ireduce_scatter(chorus_comm_t comm, const void* sendbuf,
+                                                  void* recvbuf, size_t recvcount,
+                                                  chorus_dtype_t dtype, chorus_op_t op,
+                                                  chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ibarrier(chorus_comm_t comm, chorus_request_t* request);
+
+/* Waits for completion; returns the operation's result. On CHORUS_ERR_TIMEOUT the
+ * request stays valid and may be waited on again; otherwise it is freed and
+ * *request set to NULL. */
+CHORUS_API chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms);
+/* Sets *done. When done, returns the operation's result and frees the request. */
+CHORUS_API chorus_result_t chorus_test(chorus_request_t* request, int* done);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_H */

@@ -1,0 +1,212 @@
+// C++ API over the C API (header-only, so libchorus exports only chorus_*).
+//
+//   auto comm = chorus::Communicator::from_env();
+//   comm.allreduce(std::span<const float>(in), std::span<float>(out), chorus::Op::sum);
+//   chorus::Work w = comm.iallreduce_inplace(std::span<float>(grad), chorus::Op::avg);
+//   w.wait();
+//
+// Errors throw chorus::Error carrying the chorus_result_t and the message of
+// chorus_comm_last_error.
+#pragma once
+
+#include <chorus.h>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace chorus {
+
+class Error : public std::runtime_error {
+ public:
+  Error(chorus_result_t code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  chorus_result_t code() const noexcept { return code_; }
+
+ private:
+  chorus_result_t code_;
+};
+
+enum class Op {
+  sum = CHORUS_SUM,
+  prod = CHORUS_PROD,
+  min = CHORUS_MIN,
+  max = CHORUS_MAX,
+  avg = CHORUS_AVG
+};
+
+template <typename T>
+constexpr chorus_dtype_t dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return CHORUS_FLOAT32;
+  else if constexpr (std::is_same_v<T, double>)
+    return CHORUS_FLOAT64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return CHORUS_INT8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return CHORUS_UINT8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return CHORUS_INT32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return CHORUS_UINT32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return CHORUS_INT64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return CHORUS_UINT64;
+  else
+    static_assert(sizeof(T) == 0, "no Chorus dtype for this type (use the C API for f16/bf16)");
+}
+
+namespace detail {
+inline void check(chorus_result_t r, chorus_comm_t comm) {
+  if (r != CHORUS_SUCCESS)
+    throw Error(r, std::string(chorus_result_string(r)) + ": " + chorus_comm_last_error(comm));
+}
+inline int64_t to_ms(std::chrono::milliseconds t) {
+  return t.count();
+}
+}  // namespace detail
+
+// A non-blocking collective in flight. Move-only; waits in its destructor if
+// never waited on (buffers must outlive it).
+class Work {
+ public:
+  Work() = default;
+  explicit Work(chorus_request_t r) : request_(r) {}
+  Work(Work&& o) noexcept : request_(std::exchange(o.request_, nullptr)) {}
+  Work& operator=(Work&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      request_ = std::exchange(o.request_, nullptr);
+    }
+    return *this;
+  }
+  ~Work() { finish_quietly(); }
+
+  // Waits (0 ms: CHORUS_TIMEOUT); throws on error or timeout.
+  void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    if (!request_) return;
+    detail::check(chorus_wait(&request_, detail::to_ms(timeout)), nullptr);
+  }
+  bool test() {
+    if (!request_) return true;
+    int done = 0;
+    detail::check(chorus_test(&request_, &done), nullptr);
+    return done != 0;
+  }
+
+ private:
+  void finish_quietly() noexcept {
+    if (request_) chorus_wait(&request_, 0);
+    request_ = nullptr;
+  }
+  chorus_request_t request_ = nullptr;
+};
+
+class Communicator {
+ public:
+  static Communicator from_env() {
+    chorus_comm_t c = nullptr;
+    detail::check(chorus_init_from_env(&c), nullptr);
+    return Communicator(c);
+  }
+  static Communicator create(int rank, int world_size, const std::string& store_addr,
+                             const std::string& job_token = "") {
+    chorus_init_config_t config = CHORUS_INIT_CONFIG_INITIALIZER;
+    config.rank = rank;
+    config.world_size = world_size;
+    config.store_addr = store_addr.c_str();
+    config.job_token = job_token.c_str();
+    chorus_comm_t c = nullptr;
+    detail::check(chorus_init(&config, &c), nullptr);
+    return Communicator(c);
+  }
+
+  Communicator(Communicator&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  Communicator& operator=(Communicator&& o) noexcept {
+    if (this != &o) {
+      chorus_comm_destroy(comm_);
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  ~Communicator() { chorus_comm_destroy(comm_); }
+
+  int rank() const {
+    int r = -1;
+    detail::check(chorus_comm_rank(comm_, &r), comm_);
+    return r;
+  }
+  int size() const {
+    int s = 0;
+    detail::check(chorus_comm_size(comm_, &s), comm_);
+    return s;
+  }
+  chorus_comm_t handle() const { return comm_; }
+  void abort(const std::string& reason) { chorus_comm_abort(comm_, reason.c_str()); }
+
+  template <typename T>
+  void allreduce(std::span<const T> in, std::span<T> out, Op op,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(in.size() == out.size(), "allreduce: spans differ in size");
+    detail::check(chorus_allreduce(comm_, in.data(), out.data(), in.size(), dtype_of<T>(),
+                                   static_cast<chorus_op_t>(op), detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void allreduce_inplace(std::span<T> data, Op op,
+                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    detail::check(chorus_allreduce(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
+                                   static_cast<chorus_op_t>(op), detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  Work iallreduce_inplace(std::span<T> data, Op op) {
+    chorus_request_t r = nullptr;
+    detail::check(chorus_iallreduce(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
+                                    static_cast<chorus_op_t>(op), &r),
+                  comm_);
+    return Work(r);
+  }
+  template <typename T>
+  void broadcast(std::span<T> data, int root,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    detail::check(chorus_broadcast(comm_, data.data(), data.size(), dtype_of<T>(), root,
+                                   detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void allgather(std::span<const T> in, std::span<T> out,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(out.size() == in.size() * static_cast<std::size_t>(size()),
+            "allgather: output must hold size() * input elements");
+    detail::check(chorus_allgather(comm_, in.data(), out.data(), in.size(), dtype_of<T>(),
+                                   detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out, Op op,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(in.size() == out.size() * static_cast<std::size_t>(size()),
+            "reduce_scatter: input must hold size() * output elements");
+    detail::check(chorus_reduce_scatter(comm_, in.data(), out.data(), out.size(), dtype_of<T>(),
+                                        static_cast<chorus_op_t>(op), detail::to_ms(timeout)),
+                  comm_);
+  }
+  void barrier(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    detail::check(chorus_barrier(comm_, detail::to_ms(timeout)), comm_);
+  }
+
+ private:
+  explicit Communicator(chorus_comm_t c) : comm_(c) {}
+  static void require(bool ok, const char* message) {
+    if (!ok) throw Error(CHORUS_ERR_INVALID_ARGUMENT, message);
+  }
+  chorus_comm_t comm_ = nullptr;
+};
+
+}  // namespace chorus

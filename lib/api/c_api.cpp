@@ -1,0 +1,299 @@
+// extern "C" entry points of include/chorus.h. Each catches everything.
+#include <fmt/format.h>
+
+#include <mutex>
+#include <unordered_set>
+
+#include "lib/api/handles.hpp"
+#include "lib/core/error.hpp"
+
+using chorus::DataType;
+using chorus::Deadline;
+using chorus::ReduceOp;
+using chorus::UsageError;
+
+namespace chorus::api {
+namespace {
+
+std::mutex live_mutex;  // guards live_comms
+std::unordered_set<chorus_comm_t>& live_comms() {
+  static std::unordered_set<chorus_comm_t> set;
+  return set;
+}
+thread_local std::string last_error_message;
+
+}  // namespace
+
+void register_comm(chorus_comm_t comm) {
+  std::lock_guard lock(live_mutex);
+  live_comms().insert(comm);
+}
+
+bool unregister_comm(chorus_comm_t comm) {
+  std::lock_guard lock(live_mutex);
+  return live_comms().erase(comm) > 0;
+}
+
+Communicator& lookup(chorus_comm_t comm) {
+  std::lock_guard lock(live_mutex);
+  if (!comm) throw UsageError("communicator handle is NULL");
+  if (!live_comms().count(comm))
+    throw UsageError(CHORUS_ERR_INVALID_USAGE,
+                     "communicator handle is not live (used after chorus_comm_destroy?)");
+  return *comm->comm;
+}
+
+void set_last_error(const std::string& message) {
+  last_error_message = message;
+}
+const char* last_error() {
+  return last_error_message.c_str();
+}
+
+}  // namespace chorus::api
+
+namespace {
+
+using chorus::api::guarded;
+using chorus::api::lookup;
+
+Deadline deadline_from(chorus::Communicator& comm, int64_t timeout_ms) {
+  if (timeout_ms < 0)
+    throw UsageError(fmt::format("timeout_ms {} is negative (0 means CHORUS_TIMEOUT)", timeout_ms));
+  return timeout_ms == 0 ? comm.default_deadline() : Deadline::after_ms(timeout_ms);
+}
+
+DataType to_dtype(chorus_dtype_t d) {
+  if (!chorus::valid_dtype(d))
+    throw UsageError(fmt::format("unknown dtype {}", static_cast<int>(d)));
+  return static_cast<DataType>(d);
+}
+
+ReduceOp to_op(chorus_op_t o) {
+  if (!chorus::valid_op(o))
+    throw UsageError(fmt::format("unknown reduction op {}", static_cast<int>(o)));
+  return static_cast<ReduceOp>(o);
+}
+
+void check_out(const void* p, const char* name) {
+  if (!p) throw UsageError(fmt::format("{} is NULL", name));
+}
+
+chorus_result_t start(chorus_comm_t handle, chorus_request_t* request,
+                      const std::function<chorus::WorkPtr(chorus::Communicator&)>& submit) {
+  return guarded([&] {
+    check_out(request, "request");
+    *request = nullptr;
+    auto& comm = lookup(handle);
+    auto work = submit(comm);
+    *request = new chorus_request{std::move(work), handle, comm.config().spin_us};
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int chorus_version(void) {
+  return CHORUS_VERSION;
+}
+
+const char* chorus_result_string(chorus_result_t result) {
+  switch (result) {
+    case CHORUS_SUCCESS:
+      return "success";
+    case CHORUS_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case CHORUS_ERR_INVALID_USAGE:
+      return "invalid usage (destroyed or aborted communicator?)";
+    case CHORUS_ERR_TIMEOUT:
+      return "timed out";
+    case CHORUS_ERR_PEER_FAILURE:
+      return "a peer rank failed";
+    case CHORUS_ERR_MISMATCH:
+      return "ranks issued mismatching collectives";
+    case CHORUS_ERR_IO:
+      return "system or network error";
+    case CHORUS_ERR_BOOTSTRAP:
+      return "bootstrap failed (store or peers unreachable)";
+    case CHORUS_ERR_UNSUPPORTED:
+      return "unsupported";
+    case CHORUS_ERR_ABORTED:
+      return "communicator aborted";
+    case CHORUS_ERR_INTERNAL:
+      return "internal error";
+    case CHORUS_ERR_NO_MEMORY:
+      return "out of memory";
+    default:
+      return "unknown result code";
+  }
+}
+
+chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* comm) {
+  return guarded([&] {
+    check_out(comm, "comm");
+    *comm = nullptr;
+    check_out(config, "config");
+    *comm = chorus::api::init_communicator(config);
+  });
+}
+
+chorus_result_t chorus_init_from_env(chorus_comm_t* comm) {
+  return guarded([&] {
+    check_out(comm, "comm");
+    *comm = nullptr;
+    *comm = chorus::api::init_communicator(nullptr);
+  });
+}
+
+chorus_result_t chorus_comm_destroy(chorus_comm_t comm) {
+  return guarded([&] {
+    if (!comm) return;
+    if (!chorus::api::unregister_comm(comm))
+      throw UsageError(CHORUS_ERR_INVALID_USAGE, "chorus_comm_destroy: handle is not live");
+    std::unique_ptr<chorus_comm> owned(comm);
+    owned->comm->destroy();
+  });
+}
+
+chorus_result_t chorus_comm_abort(chorus_comm_t comm, const char* reason) {
+  return guarded([&] { lookup(comm).abort(reason ? reason : "chorus_comm_abort"); });
+}
+
+chorus_result_t chorus_comm_rank(chorus_comm_t comm, int* rank) {
+  return guarded([&] {
+    check_out(rank, "rank");
+    *rank = lookup(comm).rank();
+  });
+}
+
+chorus_result_t chorus_comm_size(chorus_comm_t comm, int* size) {
+  return guarded([&] {
+    check_out(size, "size");
+    *size = lookup(comm).size();
+  });
+}
+
+const char* chorus_comm_last_error(chorus_comm_t) {
+  return chorus::api::last_error();
+}
+
+chorus_result_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                 int64_t timeout_ms) {
+  return guarded([&] {
+    auto& c = lookup(comm);
+    c.allreduce(sendbuf, recvbuf, count, to_dtype(dtype), to_op(op), deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_broadcast(chorus_comm_t comm, void* buf, size_t count, chorus_dtype_t dtype,
+                                 int root, int64_t timeout_ms) {
+  return guarded([&] {
+    auto& c = lookup(comm);
+    c.broadcast(buf, count, to_dtype(dtype), root, deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_allgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                 size_t sendcount, chorus_dtype_t dtype, int64_t timeout_ms) {
+  return guarded([&] {
+    auto& c = lookup(comm);
+    c.allgather(sendbuf, recvbuf, sendcount, to_dtype(dtype), deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                      size_t recvcount, chorus_dtype_t dtype, chorus_op_t op,
+                                      int64_t timeout_ms) {
+  return guarded([&] {
+    auto& c = lookup(comm);
+    c.reduce_scatter(sendbuf, recvbuf, recvcount, to_dtype(dtype), to_op(op),
+                     deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_barrier(chorus_comm_t comm, int64_t timeout_ms) {
+  return guarded([&] {
+    auto& c = lookup(comm);
+    c.barrier(deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_iallreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                  size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                  chorus_request_t* request) {
+  return start(comm, request, [&](chorus::Communicator& c) {
+    return c.iallreduce(sendbuf, recvbuf, count, to_dtype(dtype), to_op(op));
+  });
+}
+
+chorus_result_t chorus_ibroadcast(chorus_comm_t comm, void* buf, size_t count, chorus_dtype_t dtype,
+                                  int root, chorus_request_t* request) {
+  return start(comm, request, [&](chorus::Communicator& c) {
+    return c.ibroadcast(buf, count, to_dtype(dtype), root);
+  });
+}
+
+chorus_result_t chorus_iallgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                  size_t sendcount, chorus_dtype_t dtype,
+                                  chorus_request_t* request) {
+  return start(comm, request, [&](chorus::Communicator& c) {
+    return c.iallgather(sendbuf, recvbuf, sendcount, to_dtype(dtype));
+  });
+}
+
+chorus_result_t chorus_ireduce_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                       size_t recvcount, chorus_dtype_t dtype, chorus_op_t op,
+                                       chorus_request_t* request) {
+  return start(comm, request, [&](chorus::Communicator& c) {
+    return c.ireduce_scatter(sendbuf, recvbuf, recvcount, to_dtype(dtype), to_op(op));
+  });
+}
+
+chorus_result_t chorus_ibarrier(chorus_comm_t comm, chorus_request_t* request) {
+  return start(comm, request, [&](chorus::Communicator& c) { return c.ibarrier(); });
+}
+
+chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
+  bool finished = false;
+  chorus_result_t result = guarded([&] {
+    check_out(request, "request");
+    check_out(*request, "*request");
+    chorus_request& r = **request;
+    if (timeout_ms < 0) throw UsageError("timeout_ms is negative (0 means CHORUS_TIMEOUT)");
+    Deadline deadline =
+        timeout_ms == 0 ? lookup(r.owner).default_deadline() : Deadline::after_ms(timeout_ms);
+    if (!r.work->completion().wait(deadline, r.spin_us))
+      throw chorus::IoError(CHORUS_ERR_TIMEOUT,
+                            fmt::format("chorus_wait: {} not finished after {} ms",
+                                        chorus::describe(r.work->signature()), timeout_ms));
+    finished = true;
+    r.work->completion().rethrow_if_failed();
+  });
+  if (finished) {
+    delete *request;
+    *request = nullptr;
+  }
+  return result;
+}
+
+chorus_result_t chorus_test(chorus_request_t* request, int* done) {
+  bool finished = false;
+  chorus_result_t result = guarded([&] {
+    check_out(request, "request");
+    check_out(*request, "*request");
+    check_out(done, "done");
+    *done = (*request)->work->completion().done() ? 1 : 0;
+    if (!*done) return;
+    finished = true;
+    (*request)->work->completion().rethrow_if_failed();
+  });
+  if (finished) {
+    delete *request;
+    *request = nullptr;
+  }
+  return result;
+}
+
+}  // extern "C"

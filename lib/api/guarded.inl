@@ -1,0 +1,31 @@
+// Exception-to-result mapping for every extern "C" entry point.
+#pragma once
+
+#include <new>
+
+#include "lib/core/error.hpp"
+
+namespace chorus::api {
+
+template <typename Fn>
+chorus_result_t guarded(Fn&& fn) noexcept {
+  try {
+    set_last_error("");
+    fn();
+    return CHORUS_SUCCESS;
+  } catch (const chorus::Error& e) {
+    set_last_error(e.what());
+    return e.code();
+  } catch (const std::bad_alloc& e) {
+    set_last_error("out of memory");
+    return CHORUS_ERR_NO_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error(std::string("internal error: ") + e.what());
+    return CHORUS_ERR_INTERNAL;
+  } catch (...) {
+    set_last_error("internal error: unknown exception");
+    return CHORUS_ERR_INTERNAL;
+  }
+}
+
+}  // namespace chorus::api

@@ -1,0 +1,40 @@
+// What the C API's opaque handles hold, and how C entry points turn C++
+// exceptions into result codes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "include/chorus.h"
+#include "lib/comm/communicator.hpp"
+
+struct chorus_comm {
+  std::unique_ptr<chorus::Communicator> comm;
+};
+
+struct chorus_request {
+  chorus::WorkPtr work;
+  chorus_comm_t owner;
+  int spin_us;
+};
+
+namespace chorus::api {
+
+// Live communicator handles: a handle not in the set (destroyed or never
+// created) is refused with CHORUS_ERR_INVALID_USAGE instead of crashing.
+void register_comm(chorus_comm_t comm);
+bool unregister_comm(chorus_comm_t comm);
+chorus::Communicator& lookup(chorus_comm_t comm);  // throws UsageError
+
+void set_last_error(const std::string& message);
+const char* last_error();
+
+// Runs fn, mapping every exception to a result code and recording its message.
+template <typename Fn>
+chorus_result_t guarded(Fn&& fn) noexcept;
+
+chorus_comm_t init_communicator(const chorus_init_config_t* config);  // init.cpp
+
+}  // namespace chorus::api
+
+#include "lib/api/guarded.inl"

@@ -1,0 +1,79 @@
+// Building a communicator: who am I (explicit config or the launcher's
+// environment), the store, the transport.
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "lib/api/handles.hpp"
+#include "lib/bootstrap/env.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+namespace chorus::api {
+namespace {
+
+// Each init in a process gets its own store namespace; every rank of a job
+// initialises communicators in the same order, so the n-th ones meet.
+std::atomic<int> init_counter{0};
+
+BootstrapInfo info_from(const chorus_init_config_t& c) {
+  if (c.size < sizeof(chorus_init_config_t) || c.version / 100 != CHORUS_VERSION / 100)
+    throw UsageError(fmt::format(
+        "chorus_init_config_t of size {} / version {} does not match this library ({} / {}); "
+        "start it with CHORUS_INIT_CONFIG_INITIALIZER",
+        c.size, c.version, sizeof(chorus_init_config_t), CHORUS_VERSION));
+  if (c.world_size <= 0 || c.rank < 0 || c.rank >= c.world_size)
+    throw UsageError(
+        fmt::format("rank {} is not within a world of {} ranks", c.rank, c.world_size));
+  if (!c.store_addr || !*c.store_addr) throw UsageError("chorus_init: store_addr is required");
+  BootstrapInfo info;
+  info.rank = c.rank;
+  info.world_size = c.world_size;
+  info.store_addr = c.store_addr;
+  info.job_token = c.job_token ? c.job_token : "";
+  info.source = "chorus_init";
+  return info;
+}
+
+std::string choose_transport(const chorus_init_config_t* c, const Config& config) {
+  std::string name = (c && c->transport && *c->transport) ? c->transport : config.transport;
+  if (name == "auto" || name == "tcp") return "tcp";
+  throw UsageError(CHORUS_ERR_UNSUPPORTED,
+                   fmt::format("transport '{}' is not available in this build (tcp)", name));
+}
+
+}  // namespace
+
+chorus_comm_t init_communicator(const chorus_init_config_t* c) {
+  const Config& config = global_config();
+  BootstrapInfo info = c ? info_from(*c) : detect_bootstrap(process_env(), config);
+  set_log_rank(info.rank);
+  std::string transport_name = choose_transport(c, config);
+  auto deadline = Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(config.connect_timeout_s)));
+  std::shared_ptr<StoreHandle> store = open_store(info, deadline);
+  int instance = init_counter.fetch_add(1);
+
+  tcp::TcpOptions options;
+  options.rank = info.rank;
+  options.size = info.world_size;
+  options.token = info.job_token;
+  options.bind_host = config.tcp_bind_addr.empty() ? store->local_address() : config.tcp_bind_addr;
+  options.key_prefix = fmt::format("comm{}/tcp/", instance);
+  options.socket_buffer = config.tcp_socket_buffer;
+  options.zero_copy_min = config.tcp_zero_copy_min;
+  options.connect_timeout_s = config.connect_timeout_s;
+  options.close_timeout_s = config.timeout_s;
+  auto transport = std::make_unique<tcp::TcpTransport>(*store, options);
+  logger("comm").info("rank {} of {} ready ({} via {}, transport {})", info.rank, info.world_size,
+                      info.store_addr, info.source, transport_name);
+
+  auto handle = std::make_unique<chorus_comm>();
+  handle->comm = std::make_unique<Communicator>(std::move(transport), store, config);
+  chorus_comm_t raw = handle.release();
+  register_comm(raw);
+  return raw;
+}
+
+}  // namespace chorus::api

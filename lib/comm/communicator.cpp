@@ -1,0 +1,338 @@
+#include "lib/comm/communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "collectives/allgather/ring.hpp"
+#include "collectives/allreduce/ring.hpp"
+#include "collectives/barrier/dissemination.hpp"
+#include "collectives/broadcast/ring.hpp"
+#include "collectives/reduce_scatter/ring.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+
+namespace chorus {
+namespace {
+
+spdlog::logger& log() {
+  return logger("comm");
+}
+
+std::chrono::nanoseconds seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+std::size_t checked_bytes(std::size_t count, DataType dtype, std::size_t multiplier,
+                          const char* what) {
+  std::size_t elem = dtype_size(dtype);
+  if (count != 0 && (SIZE_MAX / elem / multiplier) < count)
+    throw UsageError(fmt::format("{}: count {} overflows the address space", what, count));
+  return count * elem * multiplier;
+}
+
+void check_buffer(const void* p, std::size_t bytes, const char* name, const char* what) {
+  if (bytes > 0 && p == nullptr)
+    throw UsageError(fmt::format("{}: {} is NULL with a non-zero count", what, name));
+}
+
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+void check_dtype_op(int dtype, int op, const char* what, bool has_op) {
+  if (!valid_dtype(dtype)) throw UsageError(fmt::format("{}: unknown dtype {}", what, dtype));
+  if (has_op && !valid_op(op))
+    throw UsageError(fmt::format("{}: unknown reduction op {}", what, op));
+}
+
+CallSignature signature(CollectiveKind kind, std::size_t count, DataType dtype, ReduceOp op,
+                        int64_t root) {
+  CallSignature sig;
+  sig.kind = static_cast<uint8_t>(kind);
+  sig.count = count;
+  sig.dtype = static_cast<uint8_t>(dtype);
+  sig.op = static_cast<uint8_t>(op);
+  sig.root = root;
+  return sig;
+}
+
+}  // namespace
+
+bool Work::wait(const Deadline& deadline, int spin_us) {
+  if (!completion_.wait(deadline, spin_us)) return false;
+  completion_.rethrow_if_failed();
+  return true;
+}
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
+                           const Config& config, uint32_t tag)
+    : transport_(std::move(transport)),
+      keepalive_(std::move(keepalive)),
+      config_(config),
+      tag_(tag) {
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+Communicator::~Communicator() {
+  try {
+    destroy();
+  } catch (const std::exception& e) {
+    log().warn("rank {}: error while destroying the communicator: {}", rank(), e.what());
+  }
+}
+
+Deadline Communicator::default_deadline() const {
+  return Deadline::after(seconds(config_.timeout_s));
+}
+
+void Communicator::check_usable_locked() const {
+  if (destroyed_)
+    throw UsageError(CHORUS_ERR_INVALID_USAGE, "communicator used after chorus_comm_destroy");
+  if (!abort_reason_.empty())
+    throw IoError(CHORUS_ERR_ABORTED,
+                  fmt::format("communicator was aborted earlier: {}", abort_reason_));
+}
+
+void Communicator::assign_seq_locked(Work& work) {
+  check_usable_locked();
+  work.sig_.seq = next_seq_++;
+}
+
+void Communicator::run_blocking(WorkPtr work, const Deadline& deadline) {
+  std::unique_lock lock(mu_);
+  assign_seq_locked(*work);
+  const uint64_t seq = work->sig_.seq;
+  // Earlier asynchronous calls run first; each is bounded by its own deadline.
+  while (executed_seq_ + 1 != seq) {
+    if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout &&
+        executed_seq_ + 1 != seq) {
+      // This call can never run in order now: the communicator is unusable.
+      std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
+                                        rank(), describe(work->sig_));
+      // Hand it to the worker (queue kept in sequence order) so that the turn
+      // still advances past it; after the abort it fails at once.
+      auto pos = std::find_if(queue_.begin(), queue_.end(),
+                              [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
+      queue_.insert(pos, work);
+      lock.unlock();
+      abort(message);
+      throw IoError(CHORUS_ERR_TIMEOUT, message);
+    }
+  }
+  work->deadline_ = deadline;
+  lock.unlock();
+  execute(*work);
+  work->completion().rethrow_if_failed();
+}
+
+WorkPtr Communicator::run_async(WorkPtr work) {
+  std::lock_guard lock(mu_);
+  assign_seq_locked(*work);
+  queue_.push_back(work);
+  turn_cv_.notify_all();
+  return work;
+}
+
+void Communicator::worker_loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    turn_cv_.wait(lock, [&] {
+      return stop_worker_ || (!queue_.empty() && executed_seq_ + 1 == queue_.front()->sig_.seq);
+    });
+    if (stop_worker_ && queue_.empty()) return;
+    if (queue_.empty() || executed_seq_ + 1 != queue_.front()->sig_.seq) continue;
+    WorkPtr work = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    execute(*work);
+    lock.lock();
+  }
+}
+
+// Runs one call (its turn has come), records the outcome, advances the turn.
+void Communicator::execute(Work& work) {
+  std::string earlier_abort;
+  {
+    std::lock_guard lock(mu_);
+    earlier_abort = abort_reason_;
+  }
+  if (!earlier_abort.empty()) {
+    work.completion().fail(std::make_exception_ptr(IoError(
+        CHORUS_ERR_ABORTED, fmt::format("communicator was aborted earlier: {}", earlier_abort))));
+  } else {
+    CollectiveContext ctx{*transport_,
+                          scratch_,
+                          tag_,
+                          work.sig_,
+                          work.deadline_ ? *work.deadline_ : default_deadline(),
+                          config_.segment_bytes,
+                          config_.spin_us};
+    try {
+      work.body_(ctx);
+      work.completion().complete();
+    } catch (const Error& e) {
+      log().error("rank {}: {} failed: {}", rank(), describe(work.sig_), e.what());
+      abort(e.what());
+      work.completion().fail(std::current_exception());
+    } catch (const std::exception& e) {
+      std::string message = fmt::format("{} failed: {}", describe(work.sig_), e.what());
+      abort(message);
+      work.completion().fail(std::make_exception_ptr(InvariantError(message)));
+    }
+  }
+  std::lock_guard lock(mu_);
+  executed_seq_ = work.sig_.seq;
+  work.body_ = nullptr;  // drop captured state now, not when the handle dies
+  turn_cv_.notify_all();
+}
+
+void Communicator::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "aborted by the user" : reason;
+  }
+  transport_->abort(reason);
+}
+
+void Communicator::destroy() {
+  std::unique_lock lock(mu_);
+  if (destroyed_) return;
+  // Outstanding asynchronous work finishes first, each bounded by its deadline.
+  auto deadline = default_deadline();
+  while (executed_seq_ + 1 != next_seq_) {
+    if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout) {
+      lock.unlock();
+      abort("destroyed while collectives were still outstanding");
+      lock.lock();
+      break;
+    }
+  }
+  destroyed_ = true;
+  stop_worker_ = true;
+  turn_cv_.notify_all();
+  lock.unlock();
+  if (worker_.joinable()) worker_.join();
+  transport_->close();
+}
+
+// --- calls --------------------------------------------------------------
+
+WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t count,
+                                     DataType dtype, ReduceOp op) {
+  check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "allreduce", true);
+  std::size_t bytes = checked_bytes(count, dtype, 1, "allreduce");
+  check_buffer(send, bytes, "sendbuf", "allreduce");
+  check_buffer(recv, bytes, "recvbuf", "allreduce");
+  if (send != recv && overlap(send, bytes, recv, bytes))
+    throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
+  auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
+  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+    log().debug("{}: ring (reduce-scatter + allgather, {} ranks, segments of {} bytes)",
+                describe(ctx.sig), ctx.size(), ctx.segment_bytes);
+    ring_allreduce(ctx, send, recv, count, dtype, op);
+  });
+}
+
+WorkPtr Communicator::make_broadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  check_dtype_op(static_cast<int>(dtype), 0, "broadcast", false);
+  std::size_t bytes = checked_bytes(count, dtype, 1, "broadcast");
+  check_buffer(buf, bytes, "buf", "broadcast");
+  if (root < 0 || root >= size())
+    throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, size()));
+  auto sig = signature(CollectiveKind::broadcast, count, dtype, ReduceOp::sum, root);
+  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+    log().debug("{}: pipelined ring broadcast", describe(ctx.sig));
+    ring_broadcast(ctx, buf, count, dtype, root);
+  });
+}
+
+WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t sendcount,
+                                     DataType dtype) {
+  check_dtype_op(static_cast<int>(dtype), 0, "allgather", false);
+  std::size_t bytes = checked_bytes(sendcount, dtype, 1, "allgather");
+  std::size_t total =
+      checked_bytes(sendcount, dtype, static_cast<std::size_t>(size()), "allgather");
+  check_buffer(send, bytes, "sendbuf", "allgather");
+  check_buffer(recv, total, "recvbuf", "allgather");
+  bool in_place = send == static_cast<const std::byte*>(recv) + bytes * rank();
+  if (!in_place && overlap(send, bytes, recv, total))
+    throw UsageError(
+        "allgather: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + "
+        "rank * sendcount)");
+  auto sig = signature(CollectiveKind::allgather, sendcount, dtype, ReduceOp::sum, -1);
+  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+    log().debug("{}: pipelined ring allgather", describe(ctx.sig));
+    ring_allgather(ctx, send, recv, sendcount, dtype);
+  });
+}
+
+WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                          DataType dtype, ReduceOp op) {
+  check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "reduce_scatter", true);
+  std::size_t bytes = checked_bytes(recvcount, dtype, 1, "reduce_scatter");
+  std::size_t total =
+      checked_bytes(recvcount, dtype, static_cast<std::size_t>(size()), "reduce_scatter");
+  check_buffer(send, total, "sendbuf", "reduce_scatter");
+  check_buffer(recv, bytes, "recvbuf", "reduce_scatter");
+  bool in_place = recv == static_cast<const std::byte*>(send) + bytes * rank();
+  if (!in_place && overlap(send, total, recv, bytes))
+    throw UsageError(
+        "reduce_scatter: recvbuf overlaps sendbuf (in place means recvbuf == "
+        "sendbuf + rank * recvcount)");
+  auto sig = signature(CollectiveKind::reduce_scatter, recvcount, dtype, op, -1);
+  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+    log().debug("{}: pipelined ring reduce-scatter", describe(ctx.sig));
+    ring_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
+  });
+}
+
+WorkPtr Communicator::make_barrier() {
+  auto sig = signature(CollectiveKind::barrier, 0, DataType::u8, ReduceOp::sum, -1);
+  return std::make_shared<Work>(sig, [](CollectiveContext& ctx) {
+    log().debug("{}: dissemination barrier", describe(ctx.sig));
+    dissemination_barrier(ctx);
+  });
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                             ReduceOp op, const Deadline& deadline) {
+  run_blocking(make_allreduce(send, recv, count, dtype, op), deadline);
+}
+void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root,
+                             const Deadline& deadline) {
+  run_blocking(make_broadcast(buf, count, dtype, root), deadline);
+}
+void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype,
+                             const Deadline& deadline) {
+  run_blocking(make_allgather(send, recv, sendcount, dtype), deadline);
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                  DataType dtype, ReduceOp op, const Deadline& deadline) {
+  run_blocking(make_reduce_scatter(send, recv, recvcount, dtype, op), deadline);
+}
+void Communicator::barrier(const Deadline& deadline) {
+  run_blocking(make_barrier(), deadline);
+}
+
+WorkPtr Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                                 ReduceOp op) {
+  return run_async(make_allreduce(send, recv, count, dtype, op));
+}
+WorkPtr Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
+  return run_async(make_broadcast(buf, count, dtype, root));
+}
+WorkPtr Communicator::iallgather(const void* send, void* recv, std::size_t sendcount,
+                                 DataType dtype) {
+  return run_async(make_allgather(send, recv, sendcount, dtype));
+}
+WorkPtr Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                      DataType dtype, ReduceOp op) {
+  return run_async(make_reduce_scatter(send, recv, recvcount, dtype, op));
+}
+WorkPtr Communicator::ibarrier() {
+  return run_async(make_barrier());
+}
+
+}  // namespace chorus

@@ -1,0 +1,124 @@
+// The communicator: the unit of ordering. Every collective gets the next
+// sequence number at the call, and calls execute strictly in that order:
+// blocking calls on the caller's thread, non-blocking ones on the
+// communicator's worker thread. The first communication error aborts the
+// communicator (and tells the peers), after which every call fails with
+// CHORUS_ERR_ABORTED quoting that first error.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "collectives/context.hpp"
+#include "lib/core/completion.hpp"
+#include "lib/core/config.hpp"
+#include "lib/core/contract.hpp"
+#include "lib/core/dtype.hpp"
+#include "lib/core/scratch.hpp"
+#include "transports/transport.hpp"
+
+namespace chorus {
+
+// A submitted collective. Done when its completion is.
+class Work {
+ public:
+  Work(CallSignature sig, std::function<void(CollectiveContext&)> body)
+      : sig_(sig), body_(std::move(body)) {}
+  const CallSignature& signature() const { return sig_; }
+  Completion& completion() { return completion_; }
+  // Waits until done or the deadline; false on deadline. Rethrows the
+  // operation's error once done.
+  bool wait(const Deadline& deadline, int spin_us);
+
+ private:
+  friend class Communicator;
+  CallSignature sig_;
+  std::function<void(CollectiveContext&)> body_;
+  std::optional<Deadline> deadline_;  // blocking calls carry the caller's
+  Completion completion_;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  // `keepalive` owns whatever must outlive the transport (the store, a store
+  // server hosted by this rank).
+  Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
+               const Config& config, uint32_t tag = 1);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  const Config& config() const { return config_; }
+  Transport& transport() { return *transport_; }
+
+  // Blocking forms take an explicit deadline; asynchronous forms get one of
+  // CHORUS_TIMEOUT from the moment they start executing.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                 const Deadline& deadline);
+  void broadcast(void* buf, std::size_t count, DataType dtype, int root, const Deadline& deadline);
+  void allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype,
+                 const Deadline& deadline);
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
+                      ReduceOp op, const Deadline& deadline);
+  void barrier(const Deadline& deadline);
+
+  WorkPtr iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  WorkPtr ibroadcast(void* buf, std::size_t count, DataType dtype, int root);
+  WorkPtr iallgather(const void* send, void* recv, std::size_t sendcount, DataType dtype);
+  WorkPtr ireduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
+                          ReduceOp op);
+  WorkPtr ibarrier();
+
+  // Fails outstanding and later work here and at the peers.
+  void abort(const std::string& reason);
+  // Waits for outstanding work (bounded), says goodbye to the peers, stops the
+  // worker. Later calls fail with CHORUS_ERR_INVALID_USAGE.
+  void destroy();
+
+  Deadline default_deadline() const;
+
+ private:
+  // Call construction (validation happens before a sequence number is taken).
+  WorkPtr make_allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                         ReduceOp op);
+  WorkPtr make_broadcast(void* buf, std::size_t count, DataType dtype, int root);
+  WorkPtr make_allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype);
+  WorkPtr make_reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
+                              ReduceOp op);
+  WorkPtr make_barrier();
+
+  void run_blocking(WorkPtr work, const Deadline& deadline);
+  WorkPtr run_async(WorkPtr work);
+  void assign_seq_locked(Work& work);
+  void execute(Work& work);
+  void worker_loop();
+  void check_usable_locked() const;
+
+  std::unique_ptr<Transport> transport_;
+  std::shared_ptr<void> keepalive_;
+  Config config_;
+  uint32_t tag_;
+  ScratchPool scratch_;  // used only by the executing call (one at a time)
+
+  // Lock order: mu_ is never held while a collective runs.
+  std::mutex mu_;
+  std::condition_variable turn_cv_;  // executed_seq_ advanced / queue changed
+  uint64_t next_seq_ = 1;            // sequence number of the next call
+  uint64_t executed_seq_ = 0;        // last sequence number that finished
+  std::deque<WorkPtr> queue_;        // asynchronous work not yet started
+  std::string abort_reason_;         // non-empty once aborted
+  bool destroyed_ = false;
+  bool stop_worker_ = false;
+  std::thread worker_;
+};
+
+}  // namespace chorus

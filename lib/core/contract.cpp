@@ -1,0 +1,39 @@
+#include "lib/core/contract.hpp"
+
+#include <fmt/format.h>
+
+#include "lib/core/dtype.hpp"
+
+namespace chorus {
+
+std::string_view collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::allreduce:
+      return "allreduce";
+    case CollectiveKind::broadcast:
+      return "broadcast";
+    case CollectiveKind::allgather:
+      return "allgather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::barrier:
+      return "barrier";
+    case CollectiveKind::none:
+      break;
+  }
+  return "internal";
+}
+
+std::string describe(const CallSignature& sig) {
+  auto kind = static_cast<CollectiveKind>(sig.kind);
+  std::string out = fmt::format("{} #{} (count {}", collective_name(kind), sig.seq, sig.count);
+  if (valid_dtype(sig.dtype))
+    out += fmt::format(", {}", dtype_name(static_cast<DataType>(sig.dtype)));
+  if (kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter) {
+    if (valid_op(sig.op)) out += fmt::format(", {}", op_name(static_cast<ReduceOp>(sig.op)));
+  }
+  if (sig.root >= 0) out += fmt::format(", root {}", sig.root);
+  return out + ")";
+}
+
+}  // namespace chorus

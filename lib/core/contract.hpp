@@ -1,0 +1,43 @@
+// The contract of a collective call: what every rank must agree on. It travels
+// in the header of every message of the call, and the receiver compares it with
+// its own, so ranks that issue different calls fail fast with an error naming
+// both ranks and both calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+
+enum class CollectiveKind : uint8_t {
+  none = 0,
+  allreduce = 1,
+  broadcast = 2,
+  allgather = 3,
+  reduce_scatter = 4,
+  barrier = 5,
+  // internal traffic (goodbye, abort) uses none
+};
+
+// 32 bytes, fixed layout (it is sent as is between ranks of one build).
+struct CallSignature {
+  uint64_t seq = 0;    // per-communicator sequence number of the call
+  uint64_t count = 0;  // element count as the user passed it
+  int64_t root = -1;   // -1 when the collective has no root
+  uint8_t kind = 0;    // CollectiveKind
+  uint8_t dtype = 0;   // DataType
+  uint8_t op = 0;      // ReduceOp (0 when none)
+  uint8_t reserved[5] = {};
+
+  bool operator==(const CallSignature& o) const {
+    return seq == o.seq && count == o.count && root == o.root && kind == o.kind &&
+           dtype == o.dtype && op == o.op;
+  }
+};
+static_assert(sizeof(CallSignature) == 32);
+
+std::string_view collective_name(CollectiveKind kind);
+// "allreduce #12 (count 1000, float32, sum)"
+std::string describe(const CallSignature& sig);
+
+}  // namespace chorus

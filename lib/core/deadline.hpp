@@ -1,0 +1,42 @@
+// Deadlines: every blocking wait in Chorus takes one. A deadline is a point on
+// the steady clock; "never" exists only for internal use where an outer
+// deadline bounds the wait.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+namespace chorus {
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+ public:
+  static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
+  static Deadline after_ms(int64_t ms) { return after(std::chrono::milliseconds(ms)); }
+  static Deadline at(Clock::time_point tp) { return Deadline(tp); }
+
+  Clock::time_point time_point() const { return tp_; }
+  bool expired() const { return Clock::now() >= tp_; }
+  std::chrono::nanoseconds remaining() const {
+    return std::max(std::chrono::nanoseconds(0), tp_ - Clock::now());
+  }
+  // Remaining time in whole milliseconds for poll/epoll, rounded up, capped.
+  int poll_timeout_ms(int cap_ms = 1000) const {
+    auto ns = remaining().count();
+    int64_t ms = (ns + 999999) / 1000000;
+    return static_cast<int>(std::min<int64_t>(ms, cap_ms));
+  }
+  Deadline earlier(const Deadline& other) const { return tp_ < other.tp_ ? *this : other; }
+
+ private:
+  explicit Deadline(Clock::time_point tp) : tp_(tp) {}
+  Clock::time_point tp_;
+};
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace chorus

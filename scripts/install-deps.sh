@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and benchmarking Chorus
+# needs. Idempotent; run as root (or with sudo) on Debian 12.
+set -euo pipefail
+packages=(
+  build-essential pkg-config meson ninja-build   # build
+  catch2                                          # tests (Catch2 v2)
+  libspdlog-dev libfmt-dev                        # logging
+  libcli11-dev nlohmann-json3-dev                 # CLI parsing, TF_CONFIG JSON
+  libhwloc-dev libucx-dev                         # topology, UCX transport
+  openmpi-bin libopenmpi-dev                      # benchmark comparison only
+  iproute2 procps psmisc python3                  # test helpers (netns, pgrep, killall)
+  clang-format
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,184 @@
+#include "tests/coll/check.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "collectives/allgather/ring.hpp"
+#include "collectives/allreduce/ring.hpp"
+#include "collectives/broadcast/ring.hpp"
+#include "collectives/reduce_scatter/ring.hpp"
+#include "tests/coll/harness.hpp"
+#include "tests/coll/values.hpp"
+
+namespace chorus::test {
+
+std::string describe_case(const Case& c) {
+  return fmt::format("ranks {} count {} {} {} {} segment {} root {}", c.ranks, c.count,
+                     dtype_name(c.dtype), op_name(c.op), c.in_place ? "in-place" : "out-of-place",
+                     c.segment_bytes, c.root);
+}
+
+namespace {
+
+template <typename Tr>
+using Buffers = std::vector<std::vector<typename Tr::T>>;
+
+// Compares out[i] with want(i) for i < count; "" or the first difference.
+template <typename Tr, typename Want>
+std::string compare(const char* what, int rank, const std::vector<typename Tr::T>& out,
+                    std::size_t begin, std::size_t count, ReduceOp op, Want&& want) {
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!same<Tr>(out[begin + i], want(i), op)) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad == 0) return "";
+  return fmt::format("rank {} {}: {} of {} elements wrong; first at {}: got {} want {}", rank, what,
+                     bad, count, first, Tr::to(out[begin + first]), Tr::to(want(first)));
+}
+
+RunOptions options_for(const Case& c) {
+  RunOptions o;
+  o.segment_bytes = c.segment_bytes;
+  return o;
+}
+
+template <typename Tr>
+std::string allreduce(const Case& c) {
+  using T = typename Tr::T;
+  const int n = c.ranks;
+  Buffers<Tr> send(n), recv(n);
+  for (int r = 0; r < n; ++r) {
+    send[r].resize(c.count);
+    for (std::size_t i = 0; i < c.count; ++i) send[r][i] = gen<Tr>(r, i, c.op);
+    if (!c.in_place) recv[r].assign(c.count, T{});
+  }
+  auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
+    const int r = env.rank();
+    auto ctx = env.context(make_sig(CollectiveKind::allreduce, 1, c.count, Tr::dt, c.op));
+    T* out = c.in_place ? send[r].data() : recv[r].data();
+    ring_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
+  });
+  if (auto f = failures(outcomes); !f.empty()) return f;
+  std::vector<T> want(c.count);
+  for (std::size_t i = 0; i < c.count; ++i) want[i] = reference<Tr>(n, i, c.op);
+  for (int r = 0; r < n; ++r) {
+    const auto& out = c.in_place ? send[r] : recv[r];
+    auto err =
+        compare<Tr>("result", r, out, 0, c.count, c.op, [&](std::size_t i) { return want[i]; });
+    if (err.empty() && !c.in_place)
+      err = compare<Tr>("send buffer (must be unchanged)", r, send[r], 0, c.count, ReduceOp::sum,
+                        [&](std::size_t i) { return gen<Tr>(r, i, c.op); });
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+template <typename Tr>
+std::string reduce_scatter(const Case& c) {
+  using T = typename Tr::T;
+  const int n = c.ranks;
+  const std::size_t rc = c.count, total = rc * static_cast<std::size_t>(n);
+  Buffers<Tr> send(n), recv(n);
+  for (int r = 0; r < n; ++r) {
+    send[r].resize(total);
+    for (std::size_t i = 0; i < total; ++i) send[r][i] = gen<Tr>(r, i, c.op);
+    if (!c.in_place) recv[r].assign(rc, T{});
+  }
+  auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
+    const int r = env.rank();
+    auto ctx = env.context(make_sig(CollectiveKind::reduce_scatter, 1, rc, Tr::dt, c.op));
+    T* out = c.in_place ? send[r].data() + static_cast<std::size_t>(r) * rc : recv[r].data();
+    ring_reduce_scatter(ctx, send[r].data(), out, rc, Tr::dt, c.op);
+  });
+  if (auto f = failures(outcomes); !f.empty()) return f;
+  for (int r = 0; r < n; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r) * rc;
+    const auto& out = c.in_place ? send[r] : recv[r];
+    auto err = compare<Tr>("result", r, out, c.in_place ? base : 0, rc, c.op,
+                           [&](std::size_t i) { return reference<Tr>(n, base + i, c.op); });
+    // The send buffer is never written (in place: except the rank's own block).
+    if (err.empty())
+      err = compare<Tr>("send buffer (must be unchanged)", r, send[r], 0, total, ReduceOp::sum,
+                        [&](std::size_t i) {
+                          const bool own = c.in_place && i >= base && i < base + rc;
+                          return own ? send[r][i] : gen<Tr>(r, i, c.op);
+                        });
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+template <typename Tr>
+std::string allgather(const Case& c) {
+  using T = typename Tr::T;
+  const int n = c.ranks;
+  const std::size_t sc = c.count, total = sc * static_cast<std::size_t>(n);
+  Buffers<Tr> send(n), recv(n);
+  for (int r = 0; r < n; ++r) {
+    recv[r].assign(total, T{});
+    const std::size_t base = static_cast<std::size_t>(r) * sc;
+    if (c.in_place) {
+      for (std::size_t i = 0; i < sc; ++i) recv[r][base + i] = gen<Tr>(r, i, ReduceOp::sum);
+    } else {
+      send[r].resize(sc);
+      for (std::size_t i = 0; i < sc; ++i) send[r][i] = gen<Tr>(r, i, ReduceOp::sum);
+    }
+  }
+  auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
+    const int r = env.rank();
+    auto ctx = env.context(make_sig(CollectiveKind::allgather, 1, sc, Tr::dt));
+    const T* in = c.in_place ? recv[r].data() + static_cast<std::size_t>(r) * sc : send[r].data();
+    ring_allgather(ctx, in, recv[r].data(), sc, Tr::dt);
+  });
+  if (auto f = failures(outcomes); !f.empty()) return f;
+  for (int r = 0; r < n; ++r) {
+    auto err = compare<Tr>("result", r, recv[r], 0, total, ReduceOp::sum, [&](std::size_t i) {
+      return gen<Tr>(static_cast<int>(i / sc), i % sc, ReduceOp::sum);
+    });
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+template <typename Tr>
+std::string broadcast(const Case& c) {
+  const int n = c.ranks;
+  Buffers<Tr> buf(n);
+  for (int r = 0; r < n; ++r) {
+    buf[r].resize(c.count);
+    for (std::size_t i = 0; i < c.count; ++i) buf[r][i] = gen<Tr>(r, i, ReduceOp::sum);
+  }
+  auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
+    const int r = env.rank();
+    auto ctx =
+        env.context(make_sig(CollectiveKind::broadcast, 1, c.count, Tr::dt, ReduceOp::sum, c.root));
+    ring_broadcast(ctx, buf[r].data(), c.count, Tr::dt, c.root);
+  });
+  if (auto f = failures(outcomes); !f.empty()) return f;
+  for (int r = 0; r < n; ++r) {
+    auto err = compare<Tr>("result", r, buf[r], 0, c.count, ReduceOp::sum,
+                           [&](std::size_t i) { return gen<Tr>(c.root, i, ReduceOp::sum); });
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_allreduce(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return allreduce<decltype(tr)>(c); });
+}
+std::string check_reduce_scatter(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return reduce_scatter<decltype(tr)>(c); });
+}
+std::string check_allgather(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return allgather<decltype(tr)>(c); });
+}
+std::string check_broadcast(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return broadcast<decltype(tr)>(c); });
+}
+
+}  // namespace chorus::test

@@ -1,0 +1,152 @@
+// Pure rank arithmetic of collectives/patterns/ring.hpp, with no transport.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/patterns/ring.hpp"
+
+using namespace chorus::patterns;
+
+TEST_CASE("ring neighbours", "[patterns]") {
+  for (int n = 1; n <= 9; ++n) {
+    for (int r = 0; r < n; ++r) {
+      CHECK(ring_right(r, n) == (r + 1) % n);
+      CHECK(ring_left(ring_right(r, n), n) == r);
+    }
+  }
+  CHECK(mod(-1, 5) == 4);
+  CHECK(mod(-11, 5) == 4);
+  CHECK(mod(7, 5) == 2);
+}
+
+TEST_CASE("balanced chunks cover the range exactly", "[patterns]") {
+  for (std::size_t count : {0, 1, 2, 7, 8, 9, 131, 1000003}) {
+    for (int parts = 1; parts <= 9; ++parts) {
+      INFO("count " << count << " parts " << parts);
+      auto chunks = balanced_chunks(count, parts);
+      REQUIRE(chunks.size() == static_cast<std::size_t>(parts));
+      std::size_t next = 0;
+      for (int i = 0; i < parts; ++i) {
+        const Range c = chunks[static_cast<std::size_t>(i)];
+        CHECK(c == chunk(count, parts, i));
+        CHECK(c.offset == next);
+        const std::size_t want =
+            count / parts + (static_cast<std::size_t>(i) < count % parts ? 1 : 0);
+        CHECK(c.count == want);
+        next = c.end();
+      }
+      CHECK(next == count);
+    }
+  }
+  auto eq = equal_chunks(5, 3);
+  REQUIRE(eq.size() == 3);
+  CHECK(eq[2] == Range{10, 5});
+}
+
+TEST_CASE("segments cover a chunk", "[patterns]") {
+  CHECK(segment_elems(64, 4) == 16);
+  CHECK(segment_elems(64, 8) == 8);
+  CHECK(segment_elems(1, 8) == 1);
+  CHECK(segment_elems(0, 2) == 1);
+  CHECK(segment_count(0, 16) == 1);
+  CHECK(segment(Range{5, 0}, 16, 0) == Range{5, 0});
+  for (std::size_t count : {1, 2, 15, 16, 17, 131, 4096}) {
+    for (std::size_t per : {1, 3, 16, 1000}) {
+      const Range range{1000, count};
+      const std::size_t k = segment_count(count, per);
+      CHECK(k == (count + per - 1) / per);
+      std::size_t next = range.offset;
+      for (std::size_t i = 0; i < k; ++i) {
+        const Range s = segment(range, per, i);
+        CHECK(s.offset == next);
+        CHECK(s.count >= 1);
+        CHECK(s.count <= per);
+        if (i + 1 < k) CHECK(s.count == per);
+        next = s.end();
+      }
+      CHECK(next == range.end());
+    }
+  }
+}
+
+TEST_CASE("ring reduce-scatter schedule leaves chunk r fully reduced on rank r", "[patterns]") {
+  for (int n = 1; n <= 9; ++n) {
+    // have[r][c]: bit mask of the ranks whose contribution rank r's copy of chunk c holds.
+    std::vector<std::vector<uint32_t>> have(n, std::vector<uint32_t>(n));
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < n; ++c) have[r][c] = 1u << r;
+    for (int s = 0; s < ring_steps(n); ++s) {
+      auto before = have;
+      for (int r = 0; r < n; ++r) {
+        const int right = ring_right(r, n);
+        const int sent = rs_send_chunk(r, n, s);
+        REQUIRE(rs_recv_chunk(right, n, s) == sent);  // both sides agree
+        if (s + 1 < ring_steps(n)) REQUIRE(rs_send_chunk(r, n, s + 1) == rs_recv_chunk(r, n, s));
+        CHECK((before[right][sent] & before[r][sent]) == 0);  // nothing counted twice
+        have[right][sent] = before[right][sent] | before[r][sent];
+      }
+    }
+    for (int r = 0; r < n; ++r) CHECK(have[r][r] == (1u << n) - 1);
+  }
+}
+
+TEST_CASE("ring allgather schedule gives every rank every chunk", "[patterns]") {
+  for (int n = 1; n <= 9; ++n) {
+    std::vector<std::vector<bool>> has(n, std::vector<bool>(n, false));
+    for (int r = 0; r < n; ++r) has[r][r] = true;
+    for (int s = 0; s < ring_steps(n); ++s) {
+      auto before = has;
+      for (int r = 0; r < n; ++r) {
+        const int right = ring_right(r, n);
+        const int sent = ag_send_chunk(r, n, s);
+        REQUIRE(before[r][sent]);
+        REQUIRE(ag_recv_chunk(right, n, s) == sent);
+        CHECK_FALSE(before[right][sent]);
+        has[right][sent] = true;
+      }
+    }
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < n; ++c) CHECK(has[r][c]);
+  }
+}
+
+TEST_CASE("broadcast chain visits every rank once from the root", "[patterns]") {
+  for (int n = 1; n <= 9; ++n) {
+    for (int root = 0; root < n; ++root) {
+      CHECK(chain_position(root, n, root).parent == -1);
+      std::vector<int> seen(n, 0);
+      int at = root, hops = 0;
+      while (at >= 0 && hops <= n) {
+        ++seen[at];
+        const int child = chain_position(at, n, root).child;
+        if (child >= 0) CHECK(chain_position(child, n, root).parent == at);
+        at = child;
+        ++hops;
+      }
+      CHECK(hops == n);
+      for (int r = 0; r < n; ++r) CHECK(seen[r] == 1);
+    }
+  }
+}
+
+TEST_CASE("dissemination barrier: every rank hears from every rank", "[patterns]") {
+  CHECK(dissemination_rounds(1) == 0);
+  CHECK(dissemination_rounds(2) == 1);
+  CHECK(dissemination_rounds(5) == 3);
+  CHECK(dissemination_rounds(8) == 3);
+  CHECK(dissemination_rounds(9) == 4);
+  for (int n = 1; n <= 17; ++n) {
+    std::vector<uint32_t> know(n);
+    for (int r = 0; r < n; ++r) know[r] = 1u << r;
+    for (int k = 0; k < dissemination_rounds(n); ++k) {
+      auto before = know;
+      for (int r = 0; r < n; ++r) {
+        const int to = dissemination_send_peer(r, n, k);
+        REQUIRE(dissemination_recv_peer(to, n, k) == r);
+        know[to] |= before[r];
+      }
+    }
+    for (int r = 0; r < n; ++r) CHECK(know[r] == (1u << n) - 1);
+  }
+}

@@ -1,0 +1,151 @@
+// Algorithm sweeps over thread ranks: ranks {1,2,3,4,5,8}, counts {0,1,2,7,
+// a prime}, every dtype and op for allreduce, in place and out of place, with
+// 64-byte segments (multi-segment pipelines) and the default 1 MiB; a large
+// count (1000003) for a subset so the whole run stays short under ASAN.
+#include <catch2/catch.hpp>
+
+#include "tests/coll/check.hpp"
+
+using namespace chorus;
+using namespace chorus::test;
+
+namespace {
+
+const int kRanks[] = {1, 2, 3, 4, 5, 8};
+const DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
+                            DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
+                            DataType::i64, DataType::u64};
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                         ReduceOp::avg};
+constexpr std::size_t kBig = 1000003;
+constexpr std::size_t kDefaultSegment = 1 << 20;
+
+}  // namespace
+
+TEST_CASE("ring allreduce: every rank count, dtype, op and placement", "[allreduce]") {
+  for (int n : kRanks) {
+    for (std::size_t count : {0, 1, 2, 7, 131}) {
+      for (DataType dt : kDtypes) {
+        for (ReduceOp op : kOps) {
+          for (bool in_place : {false, true}) {
+            for (std::size_t seg : {std::size_t{64}, kDefaultSegment}) {
+              Case c{n, count, dt, op, in_place, seg, 0};
+              INFO(describe_case(c));
+              REQUIRE(check_allreduce(c) == "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("one-element segments and a larger prime",
+          "[allreduce][reduce_scatter][allgather][broadcast]") {
+  for (int n : kRanks) {
+    for (DataType dt : {DataType::f32, DataType::bf16, DataType::i8, DataType::u64}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+        Case small{n, 7, dt, op, n % 2 == 0, 1, 0};  // segment_bytes 1: one element each
+        INFO(describe_case(small));
+        REQUIRE(check_allreduce(small) == "");
+        Case prime{n, 1031, dt, op, n % 2 == 1, 64, 0};
+        INFO(describe_case(prime));
+        REQUIRE(check_allreduce(prime) == "");
+      }
+    }
+    // Reduce-scatter forwards from its staging ring: many segments per chunk
+    // make it reuse staging slots whose forwarding sends are still in flight.
+    for (bool in_place : {false, true}) {
+      for (std::size_t count : {7, 131}) {
+        Case rs{n, count, DataType::f32, ReduceOp::sum, in_place, 1, 0};
+        INFO(describe_case(rs));
+        REQUIRE(check_reduce_scatter(rs) == "");
+        Case ag{n, count, DataType::u8, ReduceOp::sum, in_place, 1, 0};
+        INFO(describe_case(ag));
+        REQUIRE(check_allgather(ag) == "");
+      }
+    }
+    Case bc{n, 131, DataType::i32, ReduceOp::sum, true, 1, n / 2};
+    INFO(describe_case(bc));
+    REQUIRE(check_broadcast(bc) == "");
+  }
+}
+
+TEST_CASE("ring allreduce: large count", "[allreduce][large]") {
+  const Case cases[] = {
+      {3, kBig, DataType::f32, ReduceOp::sum, true, kDefaultSegment, 0},
+      {8, kBig, DataType::bf16, ReduceOp::avg, false, 64 << 10, 0},
+      {5, kBig, DataType::i8, ReduceOp::prod, true, 64 << 10, 0},
+      {8, kBig, DataType::f64, ReduceOp::max, true, kDefaultSegment, 0},
+      {2, kBig, DataType::u64, ReduceOp::sum, false, 64 << 10, 0},
+      {4, kBig, DataType::f16, ReduceOp::min, false, kDefaultSegment, 0},
+  };
+  for (const Case& c : cases) {
+    INFO(describe_case(c));
+    REQUIRE(check_allreduce(c) == "");
+  }
+}
+
+TEST_CASE("ring reduce_scatter: ranks, counts, dtypes, ops, placement", "[reduce_scatter]") {
+  for (int n : kRanks) {
+    for (std::size_t count : {0, 1, 2, 7, 131}) {
+      for (bool in_place : {false, true}) {
+        for (std::size_t seg : {std::size_t{64}, kDefaultSegment}) {
+          for (DataType dt : kDtypes) {
+            Case c{n, count, dt, ReduceOp::sum, in_place, seg, 0};
+            INFO(describe_case(c));
+            REQUIRE(check_reduce_scatter(c) == "");
+          }
+          for (DataType dt : {DataType::f32, DataType::i8, DataType::bf16}) {
+            for (ReduceOp op : {ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg}) {
+              Case c{n, count, dt, op, in_place, seg, 0};
+              INFO(describe_case(c));
+              REQUIRE(check_reduce_scatter(c) == "");
+            }
+          }
+        }
+      }
+    }
+  }
+  Case big{8, kBig / 8, DataType::f32, ReduceOp::sum, false, 64 << 10, 0};
+  INFO(describe_case(big));
+  REQUIRE(check_reduce_scatter(big) == "");
+}
+
+TEST_CASE("ring allgather: ranks, counts, element sizes, placement", "[allgather]") {
+  for (int n : kRanks) {
+    for (std::size_t count : {0, 1, 2, 7, 131}) {
+      for (DataType dt : {DataType::u8, DataType::f16, DataType::f32, DataType::i64}) {
+        for (bool in_place : {false, true}) {
+          for (std::size_t seg : {std::size_t{64}, kDefaultSegment}) {
+            Case c{n, count, dt, ReduceOp::sum, in_place, seg, 0};
+            INFO(describe_case(c));
+            REQUIRE(check_allgather(c) == "");
+          }
+        }
+      }
+    }
+  }
+  Case big{8, kBig / 8, DataType::f32, ReduceOp::sum, true, 64 << 10, 0};
+  INFO(describe_case(big));
+  REQUIRE(check_allgather(big) == "");
+}
+
+TEST_CASE("ring broadcast: every root", "[broadcast]") {
+  for (int n : kRanks) {
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t count : {0, 1, 7, 1031}) {
+        for (DataType dt : {DataType::u8, DataType::f64}) {
+          for (std::size_t seg : {std::size_t{64}, kDefaultSegment}) {
+            Case c{n, count, dt, ReduceOp::sum, true, seg, root};
+            INFO(describe_case(c));
+            REQUIRE(check_broadcast(c) == "");
+          }
+        }
+      }
+    }
+  }
+  Case big{8, kBig, DataType::f32, ReduceOp::sum, true, 64 << 10, 3};
+  INFO(describe_case(big));
+  REQUIRE(check_broadcast(big) == "");
+}

@@ -1,0 +1,266 @@
+// The TCP transport between thread ranks of one process, through a real
+// store and real loopback sockets; and against hand-made bad peers.
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "lib/bootstrap/tcp_store.hpp"
+#include "lib/core/error.hpp"
+#include "transports/tcp/socket.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/wire.hpp"
+
+using namespace chorus;
+using namespace chorus::tcp;
+
+namespace {
+
+const std::string kToken = "test-token";
+
+CallSignature sig_of(uint64_t seq, uint64_t count) {
+  CallSignature s;
+  s.seq = seq;
+  s.count = count;
+  s.kind = static_cast<uint8_t>(CollectiveKind::allreduce);
+  return s;
+}
+
+TcpOptions options_for(int rank, int size, const std::string& prefix) {
+  TcpOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.token = kToken;
+  o.key_prefix = prefix;
+  o.connect_timeout_s = 20;
+  o.close_timeout_s = 10;
+  return o;
+}
+
+// Builds `size` connected transports on threads (set-up is collective).
+std::vector<std::unique_ptr<TcpTransport>> make_world(TcpStoreServer& server, int size,
+                                                      const std::string& prefix) {
+  std::vector<std::unique_ptr<TcpTransport>> world(size);
+  std::vector<std::unique_ptr<TcpStoreClient>> stores(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      stores[r] = std::make_unique<TcpStoreClient>(server.address(), kToken,
+                                                   Deadline::after(std::chrono::seconds(20)));
+      world[r] = std::make_unique<TcpTransport>(*stores[r], options_for(r, size, prefix));
+    });
+  for (auto& t : threads) t.join();
+  return world;
+}
+
+// Closing is collective (every rank waits for its peers' goodbyes), as it is
+// between processes: close all ranks at once.
+void close_world(std::vector<std::unique_ptr<TcpTransport>>& world) {
+  std::vector<std::thread> threads;
+  for (auto& t : world) threads.emplace_back([&t] { t->close(); });
+  for (auto& t : threads) t.join();
+}
+
+void wait(Transport& t, const RequestPtr& r) {
+  wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
+}
+
+chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* message = nullptr) {
+  try {
+    wait(t, r);
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  return CHORUS_SUCCESS;
+}
+
+std::vector<std::byte> pattern(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: messages of every size arrive intact, posted before or after arrival") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "sizes/");
+  auto& a = *world[0];
+  auto& b = *world[1];
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(8), std::size_t(4095),
+                        std::size_t(4096), std::size_t(100003), std::size_t(9) << 20}) {
+    for (bool receive_first : {true, false}) {
+      INFO("message of " << n << " bytes, receive posted " << (receive_first ? "first" : "later"));
+      auto data = pattern(n, static_cast<int>(n % 97));
+      std::vector<std::byte> got(n);
+      RequestPtr recv, send;
+      auto sig = sig_of(n, n);
+      if (receive_first) recv = b.irecv(0, 1, sig, got);
+      send = a.isend(1, 1, sig, data);
+      if (!receive_first) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let it arrive unexpected
+        recv = b.irecv(0, 1, sig, got);
+      }
+      wait(b, recv);
+      wait(a, send);
+      REQUIRE(got == data);
+    }
+  }
+  close_world(world);
+}
+
+TEST_CASE("tcp: messages with one tag match in order; tags are independent") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "order/");
+  std::vector<std::vector<std::byte>> sent, got(20, std::vector<std::byte>(1000));
+  std::vector<RequestPtr> sends, recvs;
+  for (int i = 0; i < 20; ++i) sent.push_back(pattern(1000, i));
+  // Tag 2 receives are posted first but the tag 1 messages must not land there.
+  for (int i = 10; i < 20; ++i) recvs.push_back(world[2]->irecv(1, 2, sig_of(i, 0), got[i]));
+  for (int i = 0; i < 20; ++i)
+    sends.push_back(world[1]->isend(2, i < 10 ? 1 : 2, sig_of(i, 0), sent[i]));
+  for (int i = 0; i < 10; ++i) recvs.push_back(world[2]->irecv(1, 1, sig_of(i, 0), got[i]));
+  for (auto& r : recvs) wait(*world[2], r);
+  for (auto& s : sends) wait(*world[1], s);
+  for (int i = 0; i < 20; ++i) REQUIRE(got[i] == sent[i]);
+  close_world(world);
+}
+
+TEST_CASE("tcp: a mismatched call fails the receive naming both ranks and both calls") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "mismatch/");
+  std::vector<std::byte> data(64), got(64);
+  auto send = world[0]->isend(1, 1, sig_of(3, 16), data);
+  auto recv = world[1]->irecv(0, 1, sig_of(3, 17), got);
+  std::string message;
+  CHECK(error_code(*world[1], recv, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("rank 0 called allreduce #3 (count 16") &&
+                          Catch::Contains("rank 1 called allreduce #3 (count 17"));
+  std::vector<std::byte> small(8);
+  auto send2 = world[0]->isend(1, 1, sig_of(4, 1), data);
+  auto recv2 = world[1]->irecv(0, 1, sig_of(4, 1), small);
+  CHECK(error_code(*world[1], recv2, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("64 bytes") && Catch::Contains("8 bytes"));
+  close_world(world);
+}
+
+TEST_CASE("tcp: abort fails the peers' pending receives with the reason") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "abort/");
+  std::vector<std::byte> got(10);
+  auto recv = world[2]->irecv(1, 1, sig_of(1, 10), got);
+  world[0]->abort("test reason");
+  std::string message;
+  CHECK(error_code(*world[2], recv, &message) == CHORUS_ERR_ABORTED);
+  CHECK_THAT(message, Catch::Contains("rank 0 aborted: test reason"));
+  auto recv1 = world[1]->irecv(0, 1, sig_of(1, 10), got);
+  CHECK(error_code(*world[1], recv1) == CHORUS_ERR_ABORTED);
+  // Later requests fail at once.
+  auto later = world[1]->isend(2, 1, sig_of(2, 10), got);
+  CHECK(error_code(*world[1], later) == CHORUS_ERR_ABORTED);
+  close_world(world);
+}
+
+TEST_CASE("tcp: a receive from a rank that left fails instead of hanging") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "left/");
+  std::vector<std::byte> got(10);
+  auto recv = world[1]->irecv(0, 1, sig_of(1, 10), got);
+  std::thread closer([&] { world[0]->close(); });
+  std::string message;
+  CHECK(error_code(*world[1], recv, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 0 left"));
+  world[1]->close();
+  closer.join();
+}
+
+namespace {
+
+// Connects to rank 0 of a two-rank world pretending to be rank 1.
+Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::string& token) {
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  auto addr = store.get(prefix + "addr/0", Deadline::after(std::chrono::seconds(10)));
+  auto [host, port] = split_host_port(addr);
+  Fd fd = connect_to(host, port, Deadline::after(std::chrono::seconds(10)));
+  auto hello = make_hello(token, 1, 0, 2);
+  write_all(fd.get(), bytes_of(hello), Deadline::after(std::chrono::seconds(10)));
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: strangers with a wrong token or garbage are refused; the job goes on") {
+  TcpStoreServer server(kToken);
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  std::unique_ptr<TcpTransport> rank0;
+  std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options_for(0, 2, "s/")); });
+  // A wrong token during set-up: closed without an answer.
+  {
+    Fd fd = fake_rank1(server, "s/", "wrong");
+    char byte;
+    CHECK(::recv(fd.get(), &byte, 1, 0) == 0);
+  }
+  // Garbage during set-up: closed too.
+  {
+    auto addr = store.get("s/addr/0", Deadline::after(std::chrono::seconds(10)));
+    auto [host, port] = split_host_port(addr);
+    Fd fd = connect_to(host, port, Deadline::after(std::chrono::seconds(10)));
+    std::vector<std::byte> junk(sizeof(Hello), std::byte{0x41});
+    write_all(fd.get(), junk, Deadline::after(std::chrono::seconds(10)));
+    char byte;
+    CHECK(::recv(fd.get(), &byte, 1, 0) == 0);
+  }
+  // The real rank 1 still gets in.
+  TcpStoreClient store1(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  TcpTransport rank1(store1, options_for(1, 2, "s/"));
+  t.join();
+  // After set-up, even a right token is refused (the pair is connected).
+  {
+    Fd fd = fake_rank1(server, "s/", kToken);
+    char byte;
+    CHECK(::recv(fd.get(), &byte, 1, 0) == 0);
+  }
+  std::vector<std::byte> data = pattern(5000, 1), got(5000);
+  auto r = rank1.irecv(0, 1, sig_of(1, 1), got);
+  auto s = rank0->isend(1, 1, sig_of(1, 1), data);
+  wait(rank1, r);
+  wait(*rank0, s);
+  CHECK(got == data);
+  std::thread closer([&] { rank0->close(); });
+  rank1.close();
+  closer.join();
+}
+
+TEST_CASE("tcp: a malformed frame or a lost connection is a peer failure naming the peer") {
+  for (bool malformed : {true, false}) {
+    TcpStoreServer server(kToken);
+    TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+    std::unique_ptr<TcpTransport> rank0;
+    std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options_for(0, 2, "m/")); });
+    Fd fd = fake_rank1(server, "m/", kToken);
+    HelloAck ack{};
+    read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+    t.join();
+    std::vector<std::byte> got(16);
+    auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
+    if (malformed) {
+      auto h = make_frame(FrameType::data, 1, 16, sig_of(1, 4));
+      h.magic = 0x12345678;
+      write_all(fd.get(), bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+    } else {
+      fd.reset();  // dies without a goodbye
+    }
+    std::string message;
+    CHECK(error_code(*rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(message, Catch::Contains("rank 1"));
+    if (malformed) CHECK_THAT(message, Catch::Contains("magic"));
+    fd.reset();
+    rank0.reset();
+  }
+}

@@ -1,0 +1,221 @@
+// The CHORUS_* configuration registry and its parsers.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+
+using namespace chorus;
+
+namespace {
+
+std::string usage_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const ConfigVar& var(std::string_view name) {
+  for (const auto& v : config_registry())
+    if (v.name == name) return v;
+  FAIL("no registry entry " << name);
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("parse_bytes", "[config]") {
+  CHECK(parse_bytes("0") == 0);
+  CHECK(parse_bytes("4096") == 4096);
+  CHECK(parse_bytes("64K") == 64 * 1024);
+  CHECK(parse_bytes("64k") == 64 * 1024);
+  CHECK(parse_bytes("1M") == 1024 * 1024);
+  CHECK(parse_bytes("2G") == 2ull * 1024 * 1024 * 1024);
+  CHECK(parse_bytes("3T") == 3ull << 40);
+  for (const char* bad : {"abc", "-1", "1.5M", "", "K", "M1", "64KiB", "64Ki", " 64K", "64 K",
+                          "0x10", "+5", "1e3", "99999999999999999999", "16777216T"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_bytes(bad), UsageError);
+  }
+}
+
+TEST_CASE("format_bytes", "[config]") {
+  CHECK(format_bytes(0) == "0");
+  CHECK(format_bytes(1000) == "1000");
+  CHECK(format_bytes(65536) == "64K");
+  CHECK(format_bytes(1 << 20) == "1M");
+  CHECK(format_bytes(3ull << 30) == "3G");
+  CHECK(format_bytes(1536) == "1536");
+  for (std::size_t b : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{1} << 20,
+                        std::size_t{12345}, std::size_t{5} << 40})
+    CHECK(parse_bytes(format_bytes(b)) == b);
+}
+
+TEST_CASE("parse_seconds", "[config]") {
+  CHECK(parse_seconds("30") == 30.0);
+  CHECK(parse_seconds("1.5") == 1.5);
+  CHECK(parse_seconds("500ms") == Approx(0.5));
+  CHECK(parse_seconds("2m") == 120.0);
+  CHECK(parse_seconds("10s") == 10.0);
+  CHECK(parse_seconds("1h") == 3600.0);
+  CHECK(parse_seconds("250us") == Approx(250e-6));
+  CHECK(parse_seconds("0") == 0.0);
+  CHECK(parse_seconds("500MS") == Approx(0.5));
+  for (const char* bad :
+       {"abc", "-1", "", "ms", "5 ms", "1.5x", "nan", "inf", "-inf", "1e400", "1e308h"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_seconds(bad), UsageError);
+  }
+}
+
+TEST_CASE("parse_int and parse_bool", "[config]") {
+  CHECK(parse_int("12") == 12);
+  CHECK(parse_int("-3") == -3);
+  CHECK(parse_int("9223372036854775807") == INT64_MAX);
+  for (const char* bad : {"", "abc", "1e3", "1.0", "12 ", "9223372036854775808"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_int(bad), UsageError);
+  }
+  for (const char* yes : {"1", "true", "TRUE", "yes", "on"}) CHECK(parse_bool(yes));
+  for (const char* no : {"0", "false", "No", "off"}) CHECK_FALSE(parse_bool(no));
+  CHECK_THROWS_AS(parse_bool("maybe"), UsageError);
+  CHECK_THROWS_AS(parse_bool(""), UsageError);
+}
+
+TEST_CASE("load_config reads registered variables from an env map", "[config]") {
+  const Config c = load_config(map_env({
+      {"CHORUS_RANK", "3"},
+      {"CHORUS_WORLD_SIZE", "8"},
+      {"CHORUS_LOCAL_RANK", "1"},
+      {"CHORUS_LOCAL_SIZE", "2"},
+      {"CHORUS_STORE_ADDR", "10.0.0.1:29500"},
+      {"CHORUS_JOB_TOKEN", "s3cret"},
+      {"CHORUS_LOG_LEVEL", "WARNING"},
+      {"CHORUS_TIMEOUT", "500ms"},
+      {"CHORUS_CONNECT_TIMEOUT", "2m"},
+      {"CHORUS_SEGMENT_SIZE", "64K"},
+      {"CHORUS_SPIN_US", "0"},
+      {"CHORUS_TRANSPORT", "TCP"},
+      {"CHORUS_ALGO", "allreduce:0-64K:ring"},
+      {"CHORUS_TCP_SOCKET_BUFFER", "1M"},
+      {"CHORUS_TCP_ZERO_COPY_MIN", ""},  // empty: the default
+      {"NOT_CHORUS", "ignored"},
+  }));
+  CHECK(c.rank == 3);
+  CHECK(c.world_size == 8);
+  CHECK(c.local_rank == 1);
+  CHECK(c.local_size == 2);
+  CHECK(c.store_addr == "10.0.0.1:29500");
+  CHECK(c.job_token == "s3cret");
+  CHECK(c.log_level == "warn");
+  CHECK(c.timeout_s == Approx(0.5));
+  CHECK(c.connect_timeout_s == 120.0);
+  CHECK(c.segment_bytes == 65536);
+  CHECK(c.spin_us == 0);
+  CHECK(c.transport == "tcp");
+  CHECK(c.algo == "allreduce:0-64K:ring");
+  CHECK(c.tcp_socket_buffer == (1u << 20));
+  CHECK(c.tcp_zero_copy_min == Config{}.tcp_zero_copy_min);
+  CHECK(c.host_id.empty());
+
+  const Config d = load_config(map_env({}));
+  const Config defaults;
+  CHECK(d.rank == defaults.rank);
+  CHECK(d.timeout_s == defaults.timeout_s);
+  CHECK(d.segment_bytes == defaults.segment_bytes);
+  CHECK(d.log_level == defaults.log_level);
+}
+
+TEST_CASE("a bad value names the variable and the value", "[config]") {
+  const std::map<std::string, std::string> bad[] = {
+      {{"CHORUS_TIMEOUT", "abc"}},
+      {{"CHORUS_TIMEOUT", "0"}},
+      {{"CHORUS_TIMEOUT", "nan"}},
+      {{"CHORUS_CONNECT_TIMEOUT", "-5"}},
+      {{"CHORUS_SEGMENT_SIZE", "4"}},
+      {{"CHORUS_SEGMENT_SIZE", "1.5M"}},
+      {{"CHORUS_RANK", "x"}},
+      {{"CHORUS_RANK", "-2"}},
+      {{"CHORUS_WORLD_SIZE", "4294967297"}},  // would wrap to 1 as an int
+      {{"CHORUS_WORLD_SIZE", "-1"}},
+      {{"CHORUS_SPIN_US", "-5"}},
+      {{"CHORUS_TRANSPORT", "udp"}},
+      {{"CHORUS_LOG_LEVEL", "loud"}},
+      {{"CHORUS_TCP_SOCKET_BUFFER", "lots"}},
+  };
+  for (const auto& env : bad) {
+    const auto& [name, value] = *env.begin();
+    INFO(name << "=" << value);
+    const std::string what = usage_error_of([&] { load_config(map_env(env)); });
+    CHECK_FALSE(what.empty());
+    CHECK_THAT(what, Catch::Contains(name));
+    CHECK_THAT(what, Catch::Contains(value));
+  }
+  // The error code maps to the C API's invalid-argument result.
+  try {
+    load_config(map_env({{"CHORUS_TIMEOUT", "abc"}}));
+    FAIL("no exception");
+  } catch (const UsageError& e) {
+    CHECK(e.code() == CHORUS_ERR_INVALID_ARGUMENT);
+  }
+}
+
+TEST_CASE("config registry: names, docs, defaults", "[config]") {
+  const auto reg = config_registry();
+  REQUIRE(reg.size() >= 10);
+  std::set<std::string> names;
+  const Config defaults;
+  for (const auto& v : reg) {
+    INFO(v.name);
+    REQUIRE(v.name != nullptr);
+    const std::string name = v.name;
+    CHECK(name.rfind("CHORUS_", 0) == 0);
+    CHECK(name.size() > 7);
+    for (char c : name) CHECK(((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'));
+    CHECK(names.insert(name).second);  // unique
+    REQUIRE(v.doc != nullptr);
+    CHECK(std::string(v.doc).size() >= 10);
+    REQUIRE(v.default_value != nullptr);
+    CHECK(v.parse);
+    CHECK(v.show);
+    // The documented default is what Config holds by default...
+    CHECK(v.show(defaults) == v.default_value);
+    // ...and parses back to the same value.
+    if (*v.default_value != '\0') {
+      Config c;
+      v.parse(c, v.default_value);
+      CHECK(v.show(c) == v.default_value);
+    }
+  }
+  for (const char* expected :
+       {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE",
+        "CHORUS_STORE_ADDR", "CHORUS_JOB_TOKEN", "CHORUS_TIMEOUT", "CHORUS_LOG_LEVEL"})
+    CHECK(names.count(expected) == 1);
+  // show() reflects a parsed value.
+  Config c;
+  var("CHORUS_SEGMENT_SIZE").parse(c, "256K");
+  CHECK(var("CHORUS_SEGMENT_SIZE").show(c) == "256K");
+  var("CHORUS_TIMEOUT").parse(c, "90s");
+  CHECK(var("CHORUS_TIMEOUT").show(c) == "90");
+}
+
+TEST_CASE("process_env and map_env lookups", "[config]") {
+  const char* name = "CHORUS_UNIT_TEST_ONLY_VARIABLE";
+  ::unsetenv(name);
+  CHECK_FALSE(process_env()(name).has_value());
+  ::setenv(name, "hello", 1);
+  CHECK(process_env()(name) == std::optional<std::string>("hello"));
+  ::unsetenv(name);
+  auto env = map_env({{"A", "1"}, {"B", ""}});
+  CHECK(env("A") == std::optional<std::string>("1"));
+  CHECK(env("B") == std::optional<std::string>(""));
+  CHECK_FALSE(env("C").has_value());
+}

@@ -1,0 +1,843 @@
+// Data types, reduce kernels, f16/bf16 conversions.
+//
+// References are written here independently of lib/core/dtype.cpp: 16-bit
+// floats are decoded with ldexp and encoded with frexp/ldexp and an explicit
+// round-half-to-even on the scaled significand, all in double. Results of f16,
+// bf16 and f32 kernels must equal the correctly rounded result of the exact
+// operation: double holds the exact product of two such values, and for sums
+// (and the avg division) rounding twice, first to double then to the target,
+// is innocuous because 53 >= 2p + 2 (and f32 >= 2p + 2 for f16 and bf16, which
+// is why the library may compute those through f32).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lib/core/dtype.hpp"
+#include "lib/core/error.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TEST_HAVE_X86 1
+#else
+#define TEST_HAVE_X86 0
+#endif
+
+using namespace chorus;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Reference 16-bit float formats. p: significand bits including the implicit
+// one; ebits: exponent bits. f16: (11, 5); bf16: (8, 8).
+struct Format {
+  int p;
+  int ebits;
+  int mbits() const { return p - 1; }
+  int bias() const { return (1 << (ebits - 1)) - 1; }
+  uint16_t exp_mask() const { return static_cast<uint16_t>(((1 << ebits) - 1) << mbits()); }
+  uint16_t man_mask() const { return static_cast<uint16_t>((1 << mbits()) - 1); }
+  bool is_nan(uint16_t bits) const {
+    return (bits & exp_mask()) == exp_mask() && (bits & man_mask()) != 0;
+  }
+};
+constexpr Format kHalf{11, 5};
+constexpr Format kBf16{8, 8};
+
+double ref_decode(uint16_t bits, Format f) {
+  const int e = (bits & f.exp_mask()) >> f.mbits();
+  const int m = bits & f.man_mask();
+  double v;
+  if (e == (1 << f.ebits) - 1)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (e == 0)
+    v = std::ldexp(static_cast<double>(m), 1 - f.bias() - f.mbits());
+  else
+    v = std::ldexp(static_cast<double>(m + (1 << f.mbits())), e - f.bias() - f.mbits());
+  return (bits & 0x8000) ? -v : v;
+}
+
+// Round x to the format, to nearest, ties to even. NaN gives some quiet NaN.
+uint16_t ref_encode(double x, Format f) {
+  const int mbits = f.mbits();
+  const int emin = 1 - f.bias();
+  const int emax = f.bias();
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isnan(x)) return static_cast<uint16_t>(sign | f.exp_mask() | (1 << (mbits - 1)));
+  const double a = std::fabs(x);
+  if (std::isinf(a)) return static_cast<uint16_t>(sign | f.exp_mask());
+  if (a == 0) return sign;
+  int fe = 0;
+  std::frexp(a, &fe);  // a = g * 2^fe, g in [0.5, 1): the exponent is fe - 1
+  int e = std::max(fe - 1, emin);
+  double q = std::ldexp(a, mbits - e);  // a / quantum, exact
+  double fl = std::floor(q);
+  const double frac = q - fl;
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(fl, 2.0) != 0)) fl += 1;
+  if (fl >= std::ldexp(1.0, f.p)) {  // rounded up into the next binade
+    fl /= 2;
+    e += 1;
+  }
+  if (e > emax) return static_cast<uint16_t>(sign | f.exp_mask());
+  const auto r = static_cast<uint32_t>(fl);
+  if (r < (1u << mbits)) return static_cast<uint16_t>(sign | r);  // subnormal
+  return static_cast<uint16_t>(sign | ((e + f.bias()) << mbits) | (r - (1u << mbits)));
+}
+
+template <class To, class From>
+To bits_of(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Per-dtype traits for the kernel sweep.
+
+struct F16Tag {};
+struct BF16Tag {};
+
+template <class Tag>
+struct Traits;
+
+template <class T>
+struct IntTraits {
+  using S = T;
+  static S gen(std::mt19937_64& rng, bool) { return static_cast<S>(rng()); }
+  static S ref(ReduceOp op, S a, S b) {
+    // Exact arithmetic modulo 2^64, then the (modular, C++20) conversion to T.
+    const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        return static_cast<S>(ua + ub);
+      case ReduceOp::prod:
+        return static_cast<S>(ua * ub);
+      case ReduceOp::min:
+        return std::min(a, b);
+      case ReduceOp::max:
+        return std::max(a, b);
+    }
+    return 0;
+  }
+  static bool same(S got, S want) { return got == want; }
+  static std::string show(S v) { return std::to_string(static_cast<int64_t>(v)); }
+  static S scale_ref(S v, int n) {
+    if constexpr (std::is_signed_v<S>) {
+      // Truncation toward zero, spelled out.
+      const int64_t x = v;
+      const int64_t q = (x < 0 ? -((-x) / n) : x / n);
+      return static_cast<S>(q);
+    } else {
+      return static_cast<S>(v / static_cast<uint64_t>(n));
+    }
+  }
+};
+template <>
+struct Traits<int8_t> : IntTraits<int8_t> {};
+template <>
+struct Traits<uint8_t> : IntTraits<uint8_t> {};
+template <>
+struct Traits<int32_t> : IntTraits<int32_t> {};
+template <>
+struct Traits<uint32_t> : IntTraits<uint32_t> {};
+template <>
+struct Traits<int64_t> : IntTraits<int64_t> {};
+template <>
+struct Traits<uint64_t> : IntTraits<uint64_t> {};
+
+// Float min/max as documented: NaN if either is NaN, else the smaller/larger;
+// when they compare equal (e.g. -0 and +0), the second argument.
+template <class D>
+D ref_minmax(ReduceOp op, D a, D b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return b;
+  return op == ReduceOp::min ? std::min(a, b) : std::max(a, b);
+}
+
+double ref_exact(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return a + b;
+    case ReduceOp::prod:
+      return a * b;
+    case ReduceOp::min:
+    case ReduceOp::max:
+      return ref_minmax(op, a, b);
+  }
+  return 0;
+}
+
+// Random bit patterns: sign, exponent field in [elo, ehi], random mantissa.
+// "wide" covers zero/subnormals through inf/NaN; "narrow" keeps exponents
+// close so that sums interact and round.
+template <class U>
+U gen_bits(std::mt19937_64& rng, int mbits, int ebits, bool wide, int narrow_lo, int narrow_hi) {
+  const int emax_field = (1 << ebits) - 1;
+  std::uniform_int_distribution<int> edist(wide ? 0 : narrow_lo, wide ? emax_field : narrow_hi);
+  const uint64_t r = rng();
+  const uint64_t man = r & ((uint64_t{1} << mbits) - 1);
+  const uint64_t sign = (r >> 63) & 1;
+  const auto e = static_cast<uint64_t>(edist(rng));
+  return static_cast<U>((sign << (mbits + ebits)) | (e << mbits) | man);
+}
+
+template <>
+struct Traits<float> {
+  using S = float;
+  static S gen(std::mt19937_64& rng, bool wide) {
+    return bits_of<float>(gen_bits<uint32_t>(rng, 23, 8, wide, 120, 134));
+  }
+  static S ref(ReduceOp op, S a, S b) {
+    if (op == ReduceOp::min || op == ReduceOp::max) return ref_minmax(op, a, b);
+    return static_cast<float>(ref_exact(op, a, b));
+  }
+  static bool same(S got, S want) {
+    if (std::isnan(want)) return std::isnan(got);
+    return bits_of<uint32_t>(got) == bits_of<uint32_t>(want);
+  }
+  static std::string show(S v) { return fmt::format("{} ({:#010x})", v, bits_of<uint32_t>(v)); }
+  static S scale_ref(S v, int n) { return static_cast<float>(static_cast<double>(v) / n); }
+};
+
+template <>
+struct Traits<double> {
+  using S = double;
+  static S gen(std::mt19937_64& rng, bool wide) {
+    return bits_of<double>(gen_bits<uint64_t>(rng, 52, 11, wide, 1015, 1031));
+  }
+  // No wider exact type: plain double arithmetic, which is what IEEE specifies.
+  static S ref(ReduceOp op, S a, S b) { return ref_exact(op, a, b); }
+  static bool same(S got, S want) {
+    if (std::isnan(want)) return std::isnan(got);
+    return bits_of<uint64_t>(got) == bits_of<uint64_t>(want);
+  }
+  static std::string show(S v) { return fmt::format("{} ({:#018x})", v, bits_of<uint64_t>(v)); }
+  static S scale_ref(S v, int n) { return v / n; }
+};
+
+template <Format F, int NarrowLo, int NarrowHi>
+struct Small16Traits {
+  using S = uint16_t;
+  static S gen(std::mt19937_64& rng, bool wide) {
+    return gen_bits<uint16_t>(rng, F.mbits(), F.ebits, wide, NarrowLo, NarrowHi);
+  }
+  static S ref(ReduceOp op, S a, S b) {
+    if ((op == ReduceOp::min || op == ReduceOp::max) && !F.is_nan(a) && !F.is_nan(b)) {
+      const double x = ref_decode(a, F), y = ref_decode(b, F);
+      if (x == y) return b;
+      return (op == ReduceOp::min ? x < y : x > y) ? a : b;
+    }
+    return ref_encode(ref_exact(op, ref_decode(a, F), ref_decode(b, F)), F);
+  }
+  static bool same(S got, S want) {
+    if (F.is_nan(want)) return F.is_nan(got);
+    return got == want;
+  }
+  static std::string show(S v) { return fmt::format("{} ({:#06x})", ref_decode(v, F), v); }
+  static S scale_ref(S v, int n) { return ref_encode(ref_decode(v, F) / n, F); }
+};
+template <>
+struct Traits<F16Tag> : Small16Traits<kHalf, 13, 17> {};
+template <>
+struct Traits<BF16Tag> : Small16Traits<kBf16, 120, 134> {};
+
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                             ReduceOp::avg};
+
+enum class Alias { none, dst_is_a, dst_is_b, a_is_b, all_same };
+const char* alias_name(Alias m) {
+  switch (m) {
+    case Alias::none:
+      return "dst,a,b distinct";
+    case Alias::dst_is_a:
+      return "dst==a";
+    case Alias::dst_is_b:
+      return "dst==b";
+    case Alias::a_is_b:
+      return "a==b";
+    case Alias::all_same:
+      return "dst==a==b";
+  }
+  return "?";
+}
+
+// Runs fn over one case; returns a description of the first wrong element or
+// of a write outside [0, n), or "" when all is right.
+template <class Tag>
+std::string run_case(ReduceFn fn, ReduceOp op, std::size_t n, std::size_t off, Alias mode,
+                     bool wide, std::mt19937_64& rng) {
+  using Tr = Traits<Tag>;
+  using S = typename Tr::S;
+  const std::size_t guard = 3;
+  const std::size_t total = off + n + guard;
+  std::vector<S> A(total), B(total), D(total);
+  for (auto& v : A) v = Tr::gen(rng, wide);
+  for (auto& v : B) v = Tr::gen(rng, wide);
+  for (auto& v : D) v = Tr::gen(rng, wide);
+  // A few special values, when there is room.
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    const S specials[] = {std::numeric_limits<S>::quiet_NaN(), std::numeric_limits<S>::infinity(),
+                          -std::numeric_limits<S>::infinity(), S(0), -S(0)};
+    for (std::size_t k = 0; k < std::size(specials) && 2 * k + 1 < n; ++k) {
+      A[off + 2 * k + 1] = specials[k];
+      B[off + n - 1 - 2 * k] = specials[std::size(specials) - 1 - k];
+    }
+    // Pairs that compare equal but differ in bits, in both orders (min/max pick
+    // the second argument, in every aliasing mode).
+    if (n >= 4) {
+      A[off + n / 2] = -S(0), B[off + n / 2] = S(0);
+      A[off + n / 4] = S(0), B[off + n / 4] = -S(0);
+    }
+  } else if constexpr (std::is_same_v<Tag, F16Tag> || std::is_same_v<Tag, BF16Tag>) {
+    if (n >= 4) {
+      A[off + n / 2] = 0x8000, B[off + n / 2] = 0x0000;
+      A[off + n / 4] = 0x0000, B[off + n / 4] = 0x8000;
+    }
+  }
+  S* a = A.data() + off;
+  S* b = B.data() + off;
+  S* d = D.data() + off;
+  const S* x = a;
+  const S* y = b;
+  S* out = d;
+  std::vector<S>* out_buf = &D;
+  switch (mode) {
+    case Alias::none:
+      break;
+    case Alias::dst_is_a:
+      out = a, out_buf = &A;
+      break;
+    case Alias::dst_is_b:
+      out = b, out_buf = &B;
+      break;
+    case Alias::a_is_b:
+      y = a;
+      break;
+    case Alias::all_same:
+      y = a, out = a, out_buf = &A;
+      break;
+  }
+  std::vector<S> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = Tr::ref(op, x[i], y[i]);
+  const std::vector<S> before = *out_buf;
+
+  fn(out, x, y, n);
+
+  for (std::size_t i = 0; i < n; ++i)
+    if (!Tr::same(out[i], want[i]))
+      return fmt::format("element {}: {} op {} gave {}, want {}", i, Tr::show(before[off + i]),
+                         Tr::show(y == out ? before[off + i] : y[i]), Tr::show(out[i]),
+                         Tr::show(want[i]));
+  for (std::size_t i = 0; i < total; ++i) {
+    if (i >= off && i < off + n) continue;
+    if (std::memcmp(&(*out_buf)[i], &before[i], sizeof(S)) != 0)
+      return fmt::format("wrote outside the range at index {} (off {})", i, off);
+  }
+  return "";
+}
+
+template <class Tag>
+void sweep(DataType dtype) {
+  const std::size_t lengths[] = {0,  1,  2,  3,  7,  8,  9,   15,   16,
+                                 17, 31, 32, 33, 63, 65, 100, 1000, 1031};
+  const std::size_t offsets[] = {0, 1, 3};
+  const Alias modes[] = {Alias::none, Alias::dst_is_a, Alias::dst_is_b, Alias::a_is_b,
+                         Alias::all_same};
+  std::mt19937_64 rng(0xC0FFEE + static_cast<int>(dtype));
+  struct Variant {
+    const char* name;
+    ReduceFn (*get)(DataType, ReduceOp);
+  };
+  const Variant variants[] = {{"reduce_fn", &reduce_fn},
+                              {"reduce_fn_portable", &reduce_fn_portable}};
+  for (const auto& variant : variants)
+    for (ReduceOp op : kOps) {
+      ReduceFn fn = variant.get(dtype, op);
+      REQUIRE(fn != nullptr);
+      int failures = 0;
+      for (bool wide : {true, false})
+        for (std::size_t n : lengths)
+          for (std::size_t off : offsets)
+            for (Alias mode : modes) {
+              const std::string err = run_case<Tag>(fn, op, n, off, mode, wide, rng);
+              if (err.empty()) continue;
+              if (++failures > 3) continue;  // report a few, not thousands
+              INFO(variant.name << " (isa " << reduce_isa() << ") " << dtype_name(dtype) << " "
+                                << op_name(op) << " n=" << n << " offset=" << off << " "
+                                << alias_name(mode) << (wide ? " wide" : " narrow") << ": " << err);
+              CHECK(err.empty());
+            }
+      INFO(variant.name << " " << dtype_name(dtype) << " " << op_name(op));
+      CHECK(failures == 0);
+    }
+}
+
+template <class Tag>
+void check_scale(DataType dtype) {
+  using Tr = Traits<Tag>;
+  using S = typename Tr::S;
+  std::mt19937_64 rng(42 + static_cast<int>(dtype));
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 1000}) {
+    for (bool wide : {true, false}) {
+      std::vector<S> v(257);
+      for (auto& e : v) e = Tr::gen(rng, wide);
+      const std::vector<S> before = v;
+      // Scale all but the first and last element; those must stay untouched.
+      scale_for_avg(v.data() + 1, v.size() - 2, dtype, n);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const bool inside = i >= 1 && i + 1 < v.size();
+        const S want = inside ? (n == 1 ? before[i] : Tr::scale_ref(before[i], n)) : before[i];
+        if (!Tr::same(v[i], want))
+          FAIL(dtype_name(dtype) << " / " << n << " element " << i << ": " << Tr::show(before[i])
+                                 << " gave " << Tr::show(v[i]) << " want " << Tr::show(want));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+TEST_CASE("dtype names, sizes and parsing", "[dtype]") {
+  struct Row {
+    DataType t;
+    const char* name;
+    std::size_t size;
+    std::vector<const char*> aliases;
+  };
+  const Row rows[] = {
+      {DataType::f32, "float32", 4, {"float32", "f32", "float", "FLOAT32"}},
+      {DataType::f64, "float64", 8, {"float64", "f64", "double"}},
+      {DataType::f16, "float16", 2, {"float16", "f16", "half"}},
+      {DataType::bf16, "bfloat16", 2, {"bfloat16", "bf16"}},
+      {DataType::i8, "int8", 1, {"int8", "i8"}},
+      {DataType::u8, "uint8", 1, {"uint8", "u8"}},
+      {DataType::i32, "int32", 4, {"int32", "i32", "int"}},
+      {DataType::u32, "uint32", 4, {"uint32", "u32"}},
+      {DataType::i64, "int64", 8, {"int64", "i64"}},
+      {DataType::u64, "uint64", 8, {"uint64", "u64"}},
+  };
+  REQUIRE(std::size(rows) == static_cast<std::size_t>(kDataTypeCount));
+  for (const auto& r : rows) {
+    CHECK(dtype_name(r.t) == r.name);
+    CHECK(dtype_size(r.t) == r.size);
+    CHECK(valid_dtype(static_cast<int>(r.t)));
+    CHECK(parse_dtype(dtype_name(r.t)) == r.t);
+    for (const char* alias : r.aliases) {
+      INFO(alias);
+      CHECK(parse_dtype(alias) == r.t);
+    }
+  }
+  CHECK_FALSE(valid_dtype(-1));
+  CHECK_FALSE(valid_dtype(kDataTypeCount));
+  for (const char* bad : {"", "float8", "int16", "f 32", "complex64", "float32 ", "i"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_dtype(bad), UsageError);
+  }
+  CHECK_THROWS_AS(dtype_size(static_cast<DataType>(kDataTypeCount)), UsageError);
+  CHECK_THROWS_AS(dtype_name(static_cast<DataType>(200)), UsageError);
+}
+
+TEST_CASE("op names and parsing", "[dtype]") {
+  const char* names[] = {"sum", "prod", "min", "max", "avg"};
+  for (int i = 0; i < kReduceOpCount; ++i) {
+    const auto op = static_cast<ReduceOp>(i);
+    CHECK(op_name(op) == names[i]);
+    CHECK(parse_op(names[i]) == op);
+    CHECK(valid_op(i));
+  }
+  CHECK(parse_op("SUM") == ReduceOp::sum);
+  CHECK_FALSE(valid_op(-1));
+  CHECK_FALSE(valid_op(kReduceOpCount));
+  for (const char* bad : {"", "add", "mean", "band", "summ"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_op(bad), UsageError);
+  }
+  CHECK_THROWS_AS(op_name(static_cast<ReduceOp>(kReduceOpCount)), UsageError);
+}
+
+TEST_CASE("reduce_fn table", "[dtype][kernel]") {
+  for (int t = 0; t < kDataTypeCount; ++t)
+    for (int o = 0; o < kReduceOpCount; ++o) {
+      const auto dt = static_cast<DataType>(t);
+      const auto op = static_cast<ReduceOp>(o);
+      CHECK(reduce_fn(dt, op) != nullptr);
+      CHECK(reduce_fn_portable(dt, op) != nullptr);
+    }
+  for (int t = 0; t < kDataTypeCount; ++t) {
+    const auto dt = static_cast<DataType>(t);
+    CHECK(reduce_fn(dt, ReduceOp::avg) == reduce_fn(dt, ReduceOp::sum));
+  }
+  CHECK_THROWS_AS(reduce_fn(static_cast<DataType>(kDataTypeCount), ReduceOp::sum), UsageError);
+  CHECK_THROWS_AS(reduce_fn(DataType::f32, static_cast<ReduceOp>(kReduceOpCount)), UsageError);
+  CHECK((reduce_isa() == "avx2" || reduce_isa() == "default"));
+  // Zero elements: no access at all, null pointers allowed.
+  for (int t = 0; t < kDataTypeCount; ++t)
+    reduce_fn(static_cast<DataType>(t), ReduceOp::sum)(nullptr, nullptr, nullptr, 0);
+}
+
+TEST_CASE("kernels match the reference: float32", "[kernel]") {
+  sweep<float>(DataType::f32);
+}
+TEST_CASE("kernels match the reference: float64", "[kernel]") {
+  sweep<double>(DataType::f64);
+}
+TEST_CASE("kernels match the reference: float16", "[kernel]") {
+  sweep<F16Tag>(DataType::f16);
+}
+TEST_CASE("kernels match the reference: bfloat16", "[kernel]") {
+  sweep<BF16Tag>(DataType::bf16);
+}
+TEST_CASE("kernels match the reference: int8", "[kernel]") {
+  sweep<int8_t>(DataType::i8);
+}
+TEST_CASE("kernels match the reference: uint8", "[kernel]") {
+  sweep<uint8_t>(DataType::u8);
+}
+TEST_CASE("kernels match the reference: int32", "[kernel]") {
+  sweep<int32_t>(DataType::i32);
+}
+TEST_CASE("kernels match the reference: uint32", "[kernel]") {
+  sweep<uint32_t>(DataType::u32);
+}
+TEST_CASE("kernels match the reference: int64", "[kernel]") {
+  sweep<int64_t>(DataType::i64);
+}
+TEST_CASE("kernels match the reference: uint64", "[kernel]") {
+  sweep<uint64_t>(DataType::u64);
+}
+
+TEST_CASE("integer sum and prod wrap around", "[kernel]") {
+  for (auto get : {&reduce_fn, &reduce_fn_portable}) {
+    {
+      int8_t a[] = {127, -128, 100, -1, 64};
+      int8_t b[] = {1, -1, 100, 1, 2};
+      int8_t d[5];
+      get(DataType::i8, ReduceOp::sum)(d, a, b, 5);
+      CHECK(d[0] == -128);
+      CHECK(d[1] == 127);
+      CHECK(d[2] == -56);
+      CHECK(d[3] == 0);
+      get(DataType::i8, ReduceOp::prod)(d, a, b, 5);
+      CHECK(d[0] == 127);
+      CHECK(d[1] == -128);  // -128 * -1 = 128 wraps to -128
+      CHECK(d[2] == 16);    // 10000 mod 256
+      CHECK(d[4] == -128);  // 128 wraps
+    }
+    {
+      uint8_t a[] = {255, 200, 16};
+      uint8_t b[] = {1, 100, 16};
+      uint8_t d[3];
+      get(DataType::u8, ReduceOp::sum)(d, a, b, 3);
+      CHECK(d[0] == 0);
+      CHECK(d[1] == 44);
+      get(DataType::u8, ReduceOp::prod)(d, a, b, 3);
+      CHECK(d[2] == 0);
+    }
+    {
+      const int32_t mx = std::numeric_limits<int32_t>::max();
+      const int32_t mn = std::numeric_limits<int32_t>::min();
+      int32_t a[] = {mx, mn, mx, 65536};
+      int32_t b[] = {1, -1, mx, 65536};
+      int32_t d[4];
+      get(DataType::i32, ReduceOp::sum)(d, a, b, 4);
+      CHECK(d[0] == mn);
+      CHECK(d[1] == mx);
+      CHECK(d[2] == -2);
+      get(DataType::i32, ReduceOp::prod)(d, a, b, 4);
+      CHECK(d[2] == 1);  // (2^31 - 1)^2 = 2^62 - 2^32 + 1
+      CHECK(d[3] == 0);
+    }
+    {
+      const int64_t mx = std::numeric_limits<int64_t>::max();
+      const int64_t mn = std::numeric_limits<int64_t>::min();
+      int64_t a[] = {mx, mn, mn};
+      int64_t b[] = {1, -1, -1};
+      int64_t d[3];
+      get(DataType::i64, ReduceOp::sum)(d, a, b, 3);
+      CHECK(d[0] == mn);
+      CHECK(d[1] == mx);
+      get(DataType::i64, ReduceOp::prod)(d, a, b, 3);
+      CHECK(d[2] == mn);
+      uint64_t ua[] = {~uint64_t{0}, uint64_t{1} << 63};
+      uint64_t ub[] = {~uint64_t{0}, 2};
+      uint64_t ud[2];
+      get(DataType::u64, ReduceOp::sum)(ud, ua, ub, 2);
+      CHECK(ud[0] == ~uint64_t{0} - 1);
+      CHECK(ud[1] == (uint64_t{1} << 63) + 2);
+      get(DataType::u64, ReduceOp::prod)(ud, ua, ub, 2);
+      CHECK(ud[0] == 1);
+      CHECK(ud[1] == 0);
+    }
+    {
+      uint32_t a[] = {0xFFFFFFFFu, 7};
+      uint32_t b[] = {2, 0xFFFFFFFFu};
+      uint32_t d[2];
+      get(DataType::u32, ReduceOp::sum)(d, a, b, 2);
+      CHECK(d[0] == 1);
+      CHECK(d[1] == 6);
+      get(DataType::u32, ReduceOp::min)(d, a, b, 2);
+      CHECK(d[0] == 2);
+      CHECK(d[1] == 7);
+    }
+  }
+}
+
+TEST_CASE("float min/max propagate NaN; sums follow IEEE", "[kernel]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto get : {&reduce_fn, &reduce_fn_portable}) {
+    float a[] = {nan, 1.0f, nan, -inf, 2.0f, -0.0f, 0.0f};
+    float b[] = {1.0f, nan, nan, 5.0f, -3.0f, 0.0f, -0.0f};
+    float d[7];
+    get(DataType::f32, ReduceOp::min)(d, a, b, 7);
+    CHECK(std::isnan(d[0]));
+    CHECK(std::isnan(d[1]));
+    CHECK(std::isnan(d[2]));
+    CHECK(d[3] == -inf);
+    CHECK(d[4] == -3.0f);
+    CHECK(d[5] == 0.0f);  // equal: the second argument
+    CHECK_FALSE(std::signbit(d[5]));
+    CHECK(std::signbit(d[6]));
+    get(DataType::f32, ReduceOp::max)(d, a, b, 7);
+    CHECK(std::isnan(d[0]));
+    CHECK(std::isnan(d[1]));
+    CHECK(d[3] == 5.0f);
+    CHECK(d[4] == 2.0f);
+    float c[] = {inf, 3e38f, 1.0f};
+    float e[] = {-inf, 3e38f, 0x1p-24f};
+    get(DataType::f32, ReduceOp::sum)(d, c, e, 3);
+    CHECK(std::isnan(d[0]));
+    CHECK(d[1] == inf);
+    CHECK(d[2] == 1.0f);  // tie, rounds to even
+
+    // f16: 2048 + 1 is a tie between 2048 and 2050 -> 2048; 2048 + 3 -> 2052.
+    uint16_t h[] = {float_to_half(2048.f), float_to_half(2048.f), float_to_half(65504.f),
+                    float_to_half(nan), 0x0001};
+    uint16_t k[] = {float_to_half(1.f), float_to_half(3.f), float_to_half(65504.f),
+                    float_to_half(1.f), 0x0001};
+    uint16_t r[5];
+    get(DataType::f16, ReduceOp::sum)(r, h, k, 5);
+    CHECK(half_to_float(r[0]) == 2048.f);
+    CHECK(half_to_float(r[1]) == 2052.f);
+    CHECK(r[2] == 0x7C00);  // overflow to +inf
+    CHECK(std::isnan(half_to_float(r[3])));
+    CHECK(r[4] == 0x0002);  // subnormals add exactly
+    get(DataType::f16, ReduceOp::max)(r, h, k, 5);
+    CHECK(std::isnan(half_to_float(r[3])));
+    get(DataType::f16, ReduceOp::min)(r, k, h, 5);
+    CHECK(std::isnan(half_to_float(r[3])));
+
+    // bf16: 256 + 1 is a tie between 256 and 258 -> 256.
+    uint16_t p[] = {float_to_bf16(256.f), float_to_bf16(256.f)};
+    uint16_t q[] = {float_to_bf16(1.f), float_to_bf16(3.f)};
+    get(DataType::bf16, ReduceOp::sum)(r, p, q, 2);
+    CHECK(bf16_to_float(r[0]) == 256.f);
+    CHECK(bf16_to_float(r[1]) == 260.f);
+  }
+}
+
+TEST_CASE("f16: all 65536 bit patterns decode exactly and round-trip", "[dtype][f16]") {
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const auto h = static_cast<uint16_t>(i);
+    const float f = half_to_float(h);
+    const double want = ref_decode(h, kHalf);
+    if (kHalf.is_nan(h)) {
+      INFO(fmt::format("{:#06x}", i));
+      REQUIRE(std::isnan(f));
+      REQUIRE(kHalf.is_nan(float_to_half(f)));
+      CHECK(std::signbit(f) == ((h & 0x8000) != 0));
+      continue;
+    }
+    if (static_cast<double>(f) != want || std::signbit(f) != std::signbit(want) ||
+        float_to_half(f) != h) {
+      FAIL(fmt::format("{:#06x}: decoded {} want {}, re-encoded {:#06x}", i, f, want,
+                       float_to_half(f)));
+    }
+  }
+}
+
+TEST_CASE("bf16: all 65536 bit patterns decode exactly and round-trip", "[dtype][bf16]") {
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const auto b = static_cast<uint16_t>(i);
+    const float f = bf16_to_float(b);
+    const double want = ref_decode(b, kBf16);
+    if (kBf16.is_nan(b)) {
+      INFO(fmt::format("{:#06x}", i));
+      REQUIRE(std::isnan(f));
+      REQUIRE(kBf16.is_nan(float_to_bf16(f)));
+      continue;
+    }
+    if (static_cast<double>(f) != want || std::signbit(f) != std::signbit(want) ||
+        float_to_bf16(f) != b) {
+      FAIL(fmt::format("{:#06x}: decoded {} want {}, re-encoded {:#06x}", i, f, want,
+                       float_to_bf16(f)));
+    }
+  }
+}
+
+namespace {
+
+// float -> 16-bit against the reference on: every float whose low bits (below
+// the 16-bit format's precision) are one of a set of patterns around the tie,
+// for all high bit combinations; plus random floats.
+template <class Encode>
+void check_rounding(Format fmt16, Encode encode, int low_bits) {
+  const uint32_t low_mask = (1u << low_bits) - 1;
+  const uint32_t half = 1u << (low_bits - 1);
+  std::mt19937 rng(7);
+  int failures = 0;
+  for (uint64_t high = 0; high < (uint64_t{1} << (32 - low_bits)); ++high) {
+    const uint32_t lows[] = {
+        0, 1, half - 1, half, half + 1, low_mask, static_cast<uint32_t>(rng()) & low_mask};
+    for (uint32_t low : lows) {
+      const uint32_t bits = static_cast<uint32_t>(high << low_bits) | low;
+      const float f = bits_of<float>(bits);
+      const uint16_t got = encode(f);
+      const uint16_t want = ref_encode(f, fmt16);
+      const bool ok = std::isnan(f) ? fmt16.is_nan(got) : got == want;
+      if (!ok && ++failures <= 5)
+        FAIL_CHECK(fmt::format("{:#010x} ({}): got {:#06x} want {:#06x}", bits, f, got, want));
+    }
+  }
+  for (int i = 0; i < 2000000; ++i) {
+    const uint32_t bits = rng();
+    const float f = bits_of<float>(bits);
+    const uint16_t got = encode(f);
+    const uint16_t want = ref_encode(f, fmt16);
+    const bool ok = std::isnan(f) ? fmt16.is_nan(got) : got == want;
+    if (!ok && ++failures <= 10)
+      FAIL_CHECK(fmt::format("{:#010x} ({}): got {:#06x} want {:#06x}", bits, f, got, want));
+  }
+  CHECK(failures == 0);
+}
+
+}  // namespace
+
+TEST_CASE("float -> f16 rounds to nearest even", "[dtype][f16]") {
+  // Exact midpoints between every pair of adjacent finite halves (including the
+  // subnormal ones and 65504..65536), and one float either side of them.
+  for (uint32_t h = 0; h < 0x7C00; ++h) {
+    const double lo = ref_decode(static_cast<uint16_t>(h), kHalf);
+    const double hi = h + 1 == 0x7C00 ? 65536.0 : ref_decode(static_cast<uint16_t>(h + 1), kHalf);
+    const auto mid = static_cast<float>((lo + hi) / 2);  // exact: 12 significant bits
+    REQUIRE(static_cast<double>(mid) == (lo + hi) / 2);
+    const uint16_t even = (h & 1) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h);
+    for (float sign : {1.0f, -1.0f}) {
+      const uint16_t s = sign < 0 ? 0x8000 : 0;
+      INFO(fmt::format("between {:#06x} and {:#06x}", h, h + 1));
+      CHECK(float_to_half(sign * mid) == (s | even));
+      CHECK(ref_encode(sign * mid, kHalf) == (s | even));
+      CHECK(float_to_half(sign * std::nextafter(mid, 0.0f)) == (s | h));
+      CHECK(float_to_half(sign * std::nextafter(mid, 1e30f)) == (s | (h + 1)));
+    }
+  }
+  CHECK(float_to_half(65519.996f) == 0x7BFF);
+  CHECK(float_to_half(65520.0f) == 0x7C00);
+  CHECK(float_to_half(1e30f) == 0x7C00);
+  CHECK(float_to_half(-std::numeric_limits<float>::infinity()) == 0xFC00);
+  CHECK(float_to_half(0x1p-25f) == 0x0000);                        // tie to even (zero)
+  CHECK(float_to_half(std::nextafter(0x1p-25f, 1.0f)) == 0x0001);  // just above the tie
+  CHECK(float_to_half(0x1.8p-24f) == 0x0002);                      // tie 1.5 -> 2
+  CHECK(float_to_half(-0.0f) == 0x8000);
+  CHECK(float_to_half(std::numeric_limits<float>::denorm_min()) == 0x0000);
+  check_rounding(
+      kHalf, [](float f) { return float_to_half(f); }, 13);
+}
+
+TEST_CASE("float -> bf16 rounds to nearest even", "[dtype][bf16]") {
+  CHECK(float_to_bf16(1.0f) == 0x3F80);
+  CHECK(float_to_bf16(bits_of<float>(0x3F808000u)) == 0x3F80);  // tie, even stays
+  CHECK(float_to_bf16(bits_of<float>(0x3F818000u)) == 0x3F82);  // tie, odd rounds up
+  CHECK(float_to_bf16(bits_of<float>(0x7F7FFFFFu)) == 0x7F80);  // max float -> inf
+  CHECK(float_to_bf16(bits_of<float>(0x7F7F7FFFu)) == 0x7F7F);
+  CHECK(float_to_bf16(bits_of<float>(0x00008000u)) == 0x0000);  // subnormal tie -> 0
+  CHECK(float_to_bf16(bits_of<float>(0x00018000u)) == 0x0002);
+  CHECK(float_to_bf16(-0.0f) == 0x8000);
+  // A NaN whose payload lies only in the low 16 bits must stay NaN.
+  CHECK(kBf16.is_nan(float_to_bf16(bits_of<float>(0x7F800001u))));
+  CHECK(kBf16.is_nan(float_to_bf16(bits_of<float>(0xFF80FFFFu))));
+  check_rounding(
+      kBf16, [](float f) { return float_to_bf16(f); }, 16);
+}
+
+TEST_CASE("scale_for_avg", "[dtype][avg]") {
+  {
+    int32_t v[] = {-7, 7, -8, 9, std::numeric_limits<int32_t>::min(), 1, -1};
+    scale_for_avg(v, 7, DataType::i32, 2);
+    CHECK(v[0] == -3);
+    CHECK(v[1] == 3);
+    CHECK(v[2] == -4);
+    CHECK(v[3] == 4);
+    CHECK(v[4] == std::numeric_limits<int32_t>::min() / 2);
+    CHECK(v[5] == 0);
+    CHECK(v[6] == 0);
+    int8_t w[] = {-128, 127, -5};
+    scale_for_avg(w, 3, DataType::i8, 3);
+    CHECK(w[0] == -42);
+    CHECK(w[1] == 42);
+    CHECK(w[2] == -1);
+    uint64_t u[] = {~uint64_t{0}};
+    scale_for_avg(u, 1, DataType::u64, 3);
+    CHECK(u[0] == ~uint64_t{0} / 3);
+    int64_t l[] = {std::numeric_limits<int64_t>::min()};
+    scale_for_avg(l, 1, DataType::i64, 7);
+    CHECK(l[0] == std::numeric_limits<int64_t>::min() / 7);
+  }
+  check_scale<float>(DataType::f32);
+  check_scale<double>(DataType::f64);
+  check_scale<F16Tag>(DataType::f16);
+  check_scale<BF16Tag>(DataType::bf16);
+  check_scale<int8_t>(DataType::i8);
+  check_scale<uint8_t>(DataType::u8);
+  check_scale<int32_t>(DataType::i32);
+  check_scale<uint32_t>(DataType::u32);
+  check_scale<int64_t>(DataType::i64);
+  check_scale<uint64_t>(DataType::u64);
+  float f[] = {1.0f};
+  CHECK_THROWS_AS(scale_for_avg(f, 1, DataType::f32, 0), UsageError);
+  CHECK_THROWS_AS(scale_for_avg(f, 1, DataType::f32, -2), UsageError);
+  CHECK_THROWS_AS(scale_for_avg(f, 1, static_cast<DataType>(kDataTypeCount), 2), UsageError);
+  scale_for_avg(nullptr, 0, DataType::f32, 4);  // nothing to do
+}
+
+#if TEST_HAVE_X86
+namespace {
+__attribute__((target("f16c"))) uint16_t hw_float_to_half(float f) {
+  return static_cast<uint16_t>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+}  // namespace
+
+// Hidden (run with: unit_tests "[.exhaustive]"): every float, against F16C and
+// against the reference rounding for bf16. Takes minutes.
+TEST_CASE("exhaustive float -> f16/bf16", "[.exhaustive]") {
+  __builtin_cpu_init();
+  const bool f16c = __builtin_cpu_supports("f16c");
+  uint64_t bad_half = 0, bad_bf16 = 0;
+  for (uint64_t i = 0; i < (uint64_t{1} << 32); ++i) {
+    const float f = bits_of<float>(static_cast<uint32_t>(i));
+    if (f16c) {
+      const uint16_t got = float_to_half(f), want = hw_float_to_half(f);
+      if (got != want && !(kHalf.is_nan(got) && kHalf.is_nan(want))) ++bad_half;
+    }
+    if ((i & 0xFFF) == 0 || (i & 0xFFFF) == 0x8000) {  // the reference is slow: sample
+      const uint16_t got = float_to_bf16(f), want = ref_encode(f, kBf16);
+      if (got != want && !(std::isnan(f) && kBf16.is_nan(got))) ++bad_bf16;
+    }
+  }
+  CHECK(bad_half == 0);
+  CHECK(bad_bf16 == 0);
+}
+#endif

@@ -1,0 +1,401 @@
+#include "tools/launcher/job.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "lib/bootstrap/net.hpp"
+#include "lib/bootstrap/tcp_store.hpp"
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "tools/launcher/output.hpp"
+
+extern char** environ;
+
+namespace chorus::launcher {
+namespace {
+
+using bootstrap::UniqueFd;
+
+// Variables chorusrun sets itself; inherited values (a chorusrun inside a
+// chorusrun job) are replaced.
+const char* const kManaged[] = {"CHORUS_RANK",       "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_RANK",
+                                "CHORUS_LOCAL_SIZE", "CHORUS_STORE_ADDR", "CHORUS_JOB_TOKEN"};
+
+void say(const std::string& message) {
+  write_fully(2, "chorusrun: " + message + "\n");
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError(CHORUS_ERR_IO, errno_message("getrandom", errno));
+    got += static_cast<size_t>(n);
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+Deadline after_seconds(double s) {
+  return Deadline::after(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s)));
+}
+
+class Env {
+ public:
+  void set(const std::string& name, const std::string& value) {
+    for (auto& e : vars_)
+      if (e.compare(0, name.size() + 1, name + "=") == 0) {
+        e = name + "=" + value;
+        return;
+      }
+    vars_.push_back(name + "=" + value);
+  }
+  void unset(const std::string& name) {
+    std::erase_if(vars_, [&](const std::string& e) {
+      return e.compare(0, name.size() + 1, name + "=") == 0;
+    });
+  }
+  std::optional<std::string> get(const std::string& name) const {
+    for (auto& e : vars_)
+      if (e.compare(0, name.size() + 1, name + "=") == 0) return e.substr(name.size() + 1);
+    return std::nullopt;
+  }
+  std::vector<std::string> vars_;
+};
+
+// The program's path, searched in the ranks' PATH before forking so that the
+// child only calls execve (fork in a threaded process allows nothing more).
+std::optional<std::string> resolve_program(const std::string& name, const Env& env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = env.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t end = path.find(':', pos);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(pos, end - pos);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+struct RankProc {
+  pid_t pid = -1;
+  bool running = false;
+  UniqueFd out, err;  // read ends of the rank's stdout/stderr with --tag-output
+};
+
+class Job {
+ public:
+  explicit Job(const JobOptions& o) : o_(o), ranks_(o.np), output_(o.np) {}
+  int run();
+
+ private:
+  void spawn_all(const std::string& store_addr, const std::string& token, uint16_t port);
+  void reap();
+  void begin_stop();
+  void kill_now();
+  void signal_all(int sig);
+  void kill_adopted();
+  void read_output(int rank, int stream);
+
+  const JobOptions& o_;
+  std::vector<RankProc> ranks_;
+  OutputForwarder output_;
+  UniqueFd sigfd_;
+  sigset_t old_mask_{};
+  int running_ = 0;
+  enum class State { kRunning, kStopping, kKilling } state_ = State::kRunning;
+  std::optional<int> first_failure_code_;
+  bool timed_out_ = false;
+  int stop_signal_ = 0;
+  Deadline stage_deadline_ = Deadline::after_ms(0);  // end of the SIGTERM or SIGKILL stage
+};
+
+void Job::spawn_all(const std::string& store_addr, const std::string& token, uint16_t port) {
+  Env base;
+  for (char** e = environ; *e != nullptr; ++e) base.vars_.emplace_back(*e);
+  for (const char* name : kManaged) base.unset(name);
+  if (o_.tf_config) base.unset("TF_CONFIG");
+  auto env_lookup = process_env();
+  for (const auto& x : o_.exports) {
+    auto eq = x.find('=');
+    if (eq != std::string::npos) {
+      base.set(x.substr(0, eq), x.substr(eq + 1));
+    } else if (auto v = env_lookup(x)) {
+      base.set(x, *v);
+    } else {
+      say(fmt::format("warning: -x {}: the variable is not set here; not exported", x));
+    }
+  }
+  auto program = resolve_program(o_.command[0], base);
+  if (!program) throw UsageError(fmt::format("'{}' not found in PATH", o_.command[0]));
+
+  std::vector<char*> argv;
+  for (const auto& a : o_.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  UniqueFd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  // Rank 0 may read a piped stdin; a terminal stays with chorusrun (the ranks
+  // run in their own process groups and would be stopped by SIGTTIN).
+  bool share_stdin = !isatty(0);
+  std::string exec_error = fmt::format("chorusrun: cannot execute '{}': ", *program);
+  pid_t parent = getpid();
+
+  for (int r = 0; r < o_.np; ++r) {
+    Env env = base;
+    env.set("CHORUS_RANK", std::to_string(r));
+    env.set("CHORUS_WORLD_SIZE", std::to_string(o_.np));
+    env.set("CHORUS_LOCAL_RANK", std::to_string(r));
+    env.set("CHORUS_LOCAL_SIZE", std::to_string(o_.np));
+    env.set("CHORUS_STORE_ADDR", store_addr);
+    env.set("CHORUS_JOB_TOKEN", token);
+    if (o_.tf_config) {
+      nlohmann::json workers = nlohmann::json::array();
+      for (int w = 0; w < o_.np; ++w) workers.push_back(fmt::format("127.0.0.1:{}", port));
+      nlohmann::json tf = {{"cluster", {{"worker", workers}}},
+                           {"task", {{"type", "worker"}, {"index", r}}}};
+      env.set("TF_CONFIG", tf.dump());
+    }
+    std::vector<char*> envp;
+    for (auto& v : env.vars_) envp.push_back(v.data());
+    envp.push_back(nullptr);
+
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (o_.tag_output && (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0))
+      throw IoError(CHORUS_ERR_IO, errno_message("pipe", errno));
+    UniqueFd out_w(out_pipe[1]), err_w(err_pipe[1]);
+    ranks_[r].out = UniqueFd(out_pipe[0]);
+    ranks_[r].err = UniqueFd(err_pipe[0]);
+    int stdin_fd = (r == 0 && share_stdin) ? -1 : devnull.get();
+
+    pid_t pid = fork();
+    if (pid < 0) throw IoError(CHORUS_ERR_IO, errno_message("fork", errno));
+    if (pid == 0) {
+      // Child: async-signal-safe calls only, then exec.
+      setpgid(0, 0);                     // killpg reaches whatever the rank starts
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // nothing outlives a killed chorusrun
+      if (getppid() != parent) _exit(127);
+      signal(SIGPIPE, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      if (stdin_fd >= 0) dup2(stdin_fd, 0);
+      if (out_w.valid()) dup2(out_w.get(), 1);
+      if (err_w.valid()) dup2(err_w.get(), 2);
+      execve(program->c_str(), argv.data(), envp.data());
+      int err = errno;
+      (void)!write(2, exec_error.data(), exec_error.size());
+      const char* text = strerrordesc_np(err);
+      (void)!write(2, text, strlen(text));
+      (void)!write(2, "\n", 1);
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also here, so killpg works before the child ran
+    ranks_[r].pid = pid;
+    ranks_[r].running = true;
+    if (ranks_[r].out.valid()) {
+      bootstrap::set_nonblocking(ranks_[r].out.get());
+      bootstrap::set_nonblocking(ranks_[r].err.get());
+    }
+    ++running_;
+    logger("launcher").debug("rank {} started as pid {}", r, pid);
+  }
+}
+
+void Job::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;  // 0: none ready; -1/ECHILD: nothing left
+    int r = 0;
+    while (r < o_.np && ranks_[r].pid != pid) ++r;
+    if (r == o_.np) continue;  // an orphaned grandchild we adopted as subreaper
+    ranks_[r].running = false;
+    --running_;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::string how = WIFEXITED(status) ? fmt::format("exited with status {}", code)
+                                        : fmt::format("killed by signal {} ({})", WTERMSIG(status),
+                                                      sigdescr_np(WTERMSIG(status)));
+    if (code == 0 || state_ != State::kRunning) {
+      logger("launcher").debug("rank {} (pid {}) {}", r, pid, how);
+      continue;
+    }
+    first_failure_code_ = code;
+    say(fmt::format("rank {} (pid {}) {}; stopping the job", r, pid, how));
+    begin_stop();
+  }
+}
+
+void Job::signal_all(int sig) {
+  // The whole process group of each rank: what a rank started goes too.
+  // Once a rank's leader is reaped its number may be reused, but not while
+  // a member of its group lives; as subreaper we adopt those members, so a
+  // group with a child of ours in it is still the rank's group.
+  for (auto& rank : ranks_) {
+    if (rank.pid <= 0) continue;
+    siginfo_t si{};
+    if (rank.running ||
+        waitid(P_PGID, static_cast<id_t>(rank.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+      killpg(rank.pid, sig);
+  }
+}
+
+void Job::kill_adopted() {
+  // Descendants that left their rank's process group (setsid, daemons) were
+  // reparented to us when their parents died; they are our children, so
+  // their pids are safe to signal. Any thread of ours may be their parent.
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream children(task.path() / "children");
+    pid_t pid;
+    while (children >> pid) {
+      bool is_rank = false;
+      for (auto& rank : ranks_) is_rank |= rank.pid == pid && rank.running;
+      if (!is_rank) kill(pid, SIGKILL);
+    }
+  }
+}
+
+void Job::begin_stop() {
+  if (state_ != State::kRunning) return;
+  state_ = State::kStopping;
+  signal_all(SIGTERM);
+  stage_deadline_ = after_seconds(o_.grace_s);
+}
+
+void Job::kill_now() {
+  signal_all(SIGKILL);
+  state_ = State::kKilling;
+  // SIGKILL cannot be caught; only a process stuck in the kernel outlives this.
+  stage_deadline_ = Deadline::after_ms(5000);
+}
+
+void Job::read_output(int rank, int stream) {
+  UniqueFd& fd = stream == 1 ? ranks_[rank].out : ranks_[rank].err;
+  char buf[65536];
+  ssize_t n = read(fd.get(), buf, sizeof buf);
+  if (n > 0) return output_.feed(rank, stream, {buf, static_cast<size_t>(n)});
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  output_.finish(rank, stream);
+  fd.reset();
+}
+
+int Job::run() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  // Blocked before the store thread starts so every thread inherits the mask
+  // and the signals reach only the signalfd.
+  pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  sigfd_ = UniqueFd(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd_.valid()) throw IoError(CHORUS_ERR_IO, errno_message("signalfd", errno));
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the supervisor
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  std::string token = random_token();
+  TcpStoreServer server(token, "127.0.0.1", 0);
+  try {
+    spawn_all(server.address(), token, server.port());
+  } catch (const Error& e) {
+    say(e.what());
+    first_failure_code_ = dynamic_cast<const UsageError*>(&e) ? 127 : 1;
+    begin_stop();
+  }
+  auto job_deadline = o_.timeout_s > 0 ? after_seconds(o_.timeout_s) : Deadline::after_ms(0);
+  std::optional<Deadline> drain_deadline;
+  std::vector<pollfd> fds;
+  std::vector<std::pair<int, int>> who;  // rank and stream of fds[i + 1]
+
+  for (;;) {
+    reap();
+    if (running_ == 0 && !drain_deadline) {
+      signal_all(SIGKILL);  // the job is over: stray descendants go too
+      kill_adopted();
+      drain_deadline = Deadline::after_ms(2000);
+    }
+    fds.assign(1, {sigfd_.get(), POLLIN, 0});
+    who.clear();
+    for (int r = 0; r < o_.np; ++r)
+      for (int s : {1, 2}) {
+        const UniqueFd& fd = s == 1 ? ranks_[r].out : ranks_[r].err;
+        if (!fd.valid()) continue;
+        fds.push_back({fd.get(), POLLIN, 0});
+        who.push_back({r, s});
+      }
+    if (drain_deadline && (fds.size() == 1 || drain_deadline->expired())) break;
+
+    int timeout = -1;
+    if (drain_deadline)
+      timeout = drain_deadline->poll_timeout_ms(60000);
+    else if (state_ != State::kRunning)
+      timeout = stage_deadline_.poll_timeout_ms(60000);
+    else if (o_.timeout_s > 0)
+      timeout = job_deadline.poll_timeout_ms(60000);
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
+      throw IoError(CHORUS_ERR_IO, errno_message("poll", errno));
+
+    signalfd_siginfo si;
+    while (read(sigfd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      int sig = static_cast<int>(si.ssi_signo);
+      if (sig == SIGCHLD) continue;  // reaped at the top of the loop
+      if (state_ == State::kRunning) {
+        say(fmt::format("received SIG{}; stopping the job", sigabbrev_np(sig)));
+        stop_signal_ = sig;
+        begin_stop();
+      } else if (state_ == State::kStopping) {
+        say(fmt::format("received SIG{} again; killing the job", sigabbrev_np(sig)));
+        kill_now();
+      }
+    }
+    for (size_t i = 0; i < who.size(); ++i)
+      if (fds[i + 1].revents) read_output(who[i].first, who[i].second);
+
+    if (state_ == State::kRunning && o_.timeout_s > 0 && job_deadline.expired()) {
+      say(fmt::format("the job did not finish within --timeout {} s; stopping it", o_.timeout_s));
+      timed_out_ = true;
+      begin_stop();
+    }
+    reap();
+    if (running_ > 0 && state_ == State::kStopping && stage_deadline_.expired()) {
+      say(fmt::format("{} rank(s) still running {} s after SIGTERM; sending SIGKILL", running_,
+                      o_.grace_s));
+      kill_now();
+    } else if (running_ > 0 && state_ == State::kKilling && stage_deadline_.expired()) {
+      say(fmt::format("{} rank(s) survive SIGKILL (stuck in the kernel?); giving up", running_));
+      break;
+    }
+  }
+  if (first_failure_code_) return *first_failure_code_;
+  if (timed_out_) return 124;
+  if (stop_signal_ != 0) return 128 + stop_signal_;
+  return 0;
+}
+
+}  // namespace
+
+int run_job(const JobOptions& options) {
+  return Job(options).run();
+}
+
+}  // namespace chorus::launcher

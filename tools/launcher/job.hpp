@@ -1,0 +1,27 @@
+// One chorusrun job: N ranks forked on this machine around an in-process TCP
+// store, supervised until they all exit, one fails, chorusrun is signalled or
+// the timeout expires.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace chorus::launcher {
+
+struct JobOptions {
+  int np = 0;
+  bool tag_output = false;
+  double timeout_s = 0;  // 0: no timeout
+  double grace_s = 2.0;  // SIGTERM to SIGKILL
+  bool tf_config = false;
+  std::vector<std::string> exports;  // "VAR" (pass chorusrun's value) or "VAR=VALUE"
+  std::vector<std::string> command;  // program and arguments
+};
+
+// Runs the job and returns chorusrun's exit status: 0 when every rank exited
+// 0; else the status of the first rank that failed (128+S for signal S), 124
+// after --timeout, 128+S when chorusrun itself got signal S, 127 when the
+// program cannot be found.
+int run_job(const JobOptions& options);
+
+}  // namespace chorus::launcher

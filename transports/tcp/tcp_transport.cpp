@@ -1,0 +1,513 @@
+// Data path of the TCP transport: sends, receives, matching, failure.
+#include "transports/tcp/tcp_transport.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "transports/tcp/epoll_ids.hpp"
+
+namespace chorus::tcp {
+namespace {
+
+spdlog::logger& log() {
+  return logger("tcp");
+}
+
+std::exception_ptr io_error(chorus_result_t code, const std::string& message) {
+  return std::make_exception_ptr(IoError(code, message));
+}
+
+constexpr int kMaxIov = 32;
+
+}  // namespace
+
+TcpTransport::~TcpTransport() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    log().warn("rank {}: error while closing: {}", options_.rank, e.what());
+  }
+  stop_ = true;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+  if (progress_.joinable()) progress_.join();
+}
+
+RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
+                               std::span<const std::byte> data) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
+               "rank {} cannot send to peer {} (world size {})", options_.rank, peer,
+               options_.size);
+  auto request = std::make_shared<Request>(peer, true, tag, sig, data.size());
+  std::lock_guard lock(mu_);
+  if (failure_) {
+    request->completion().fail(failure_);
+    return request;
+  }
+  if (peers_[peer].gone || peers_[peer].said_goodbye) {
+    request->completion().fail(io_error(
+        CHORUS_ERR_PEER_FAILURE,
+        fmt::format("rank {} cannot send to rank {}: it has left the job", options_.rank, peer)));
+    return request;
+  }
+  SendOp op;
+  op.header = make_frame(FrameType::data, tag, data.size(), sig);
+  op.data = data;
+  op.request = request;
+  enqueue_locked(peer, std::move(op));
+  return request;
+}
+
+void TcpTransport::enqueue_locked(int peer, SendOp op) {
+  Peer& p = peers_[peer];
+  p.sendq.push_back(std::move(op));
+  if (p.sendq.size() == 1) flush(peer);  // try at once: no thread hand-off for small sends
+}
+
+RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
+                               std::span<std::byte> data) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
+               "rank {} cannot receive from peer {} (world size {})", options_.rank, peer,
+               options_.size);
+  auto request = std::make_shared<Request>(peer, false, tag, sig, data.size());
+  std::lock_guard lock(mu_);
+  if (failure_) {
+    request->completion().fail(failure_);
+    return request;
+  }
+  Peer& p = peers_[peer];
+  auto unexpected = p.unexpected.find(tag);
+  if (unexpected != p.unexpected.end() && !unexpected->second.empty()) {
+    Unexpected msg = std::move(unexpected->second.front());
+    unexpected->second.pop_front();
+    if (!(msg.header.sig == sig) || msg.payload.size() != data.size()) {
+      request->completion().fail(
+          mismatch_error(peer, msg.header.sig, msg.payload.size(), sig, data.size()));
+    } else {
+      if (!data.empty()) std::memcpy(data.data(), msg.payload.data(), data.size());
+      request->completion().complete();
+    }
+    return request;
+  }
+  if (p.gone || p.said_goodbye) {
+    request->completion().fail(
+        io_error(CHORUS_ERR_PEER_FAILURE,
+                 fmt::format("rank {} cannot receive from rank {}: it has left the job",
+                             options_.rank, peer)));
+    return request;
+  }
+  p.posted[tag].push_back(PostedRecv{request, data});
+  return request;
+}
+
+bool TcpTransport::poll() {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  epoll_event events[64];
+  int count = epoll_wait(epoll_fd_.get(), events, 64, 0);
+  if (count <= 0) return false;
+  process_events(events, count);
+  return true;
+}
+
+void TcpTransport::progress_loop() {
+  epoll_event events[64];
+  while (!stop_.load(std::memory_order_relaxed)) {
+    int count = epoll_wait(epoll_fd_.get(), events, 64, 200);
+    std::lock_guard lock(mu_);
+    if (count > 0) process_events(events, count);
+    if (!strangers_.empty()) expire_strangers();
+  }
+}
+
+void TcpTransport::process_events(const epoll_event* events, int count) {
+  for (int i = 0; i < count; ++i) {
+    uint64_t id = events[i].data.u64;
+    if (id == kWakeId) {
+      uint64_t value;
+      [[maybe_unused]] auto n = ::read(wake_fd_.get(), &value, sizeof value);
+    } else if (id == kListenId) {
+      accept_strangers();
+    } else if (is_stranger_id(id)) {
+      int fd = stranger_fd(id);
+      for (std::size_t s = 0; s < strangers_.size(); ++s)
+        if (strangers_[s].fd.get() == fd) {
+          service_stranger(s, false);
+          break;
+        }
+    } else {
+      int peer = static_cast<int>(id);
+      if (peers_[peer].gone) continue;
+      if (events[i].events & EPOLLOUT) flush(peer);
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump_rx(peer);
+    }
+  }
+}
+
+// Writes as much of the peer's send queue as the socket takes, gathering
+// several frames into one sendmsg.
+void TcpTransport::flush(int peer) {
+  Peer& p = peers_[peer];
+  while (!p.sendq.empty() && !p.gone) {
+    iovec iov[kMaxIov];
+    int n_iov = 0;
+    for (auto it = p.sendq.begin(); it != p.sendq.end() && n_iov + 2 <= kMaxIov; ++it) {
+      std::size_t header_left = it->sent < sizeof(FrameHeader) ? sizeof(FrameHeader) - it->sent : 0;
+      if (header_left > 0)
+        iov[n_iov++] = {reinterpret_cast<std::byte*>(&it->header) + it->sent, header_left};
+      std::span<const std::byte> payload = it->owned.empty() ? it->data : std::span(it->owned);
+      std::size_t payload_done =
+          it->sent > sizeof(FrameHeader) ? it->sent - sizeof(FrameHeader) : 0;
+      if (payload.size() > payload_done)
+        iov[n_iov++] = {const_cast<std::byte*>(payload.data()) + payload_done,
+                        payload.size() - payload_done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n_iov);
+    ssize_t written = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      peer_lost(peer, errno_message("send failed", errno));
+      return;
+    }
+    auto left = static_cast<std::size_t>(written);
+    while (!p.sendq.empty()) {
+      SendOp& op = p.sendq.front();
+      std::size_t total =
+          sizeof(FrameHeader) + (op.owned.empty() ? op.data.size() : op.owned.size());
+      std::size_t take = std::min(left, total - op.sent);
+      op.sent += take;
+      left -= take;
+      if (op.sent < total) break;
+      if (op.request) op.request->completion().complete();
+      p.sendq.pop_front();
+    }
+  }
+  update_interest(peer);
+}
+
+void TcpTransport::update_interest(int peer) {
+  Peer& p = peers_[peer];
+  bool want = !p.sendq.empty() && !p.gone;
+  if (want == p.want_write) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+  ev.data.u64 = static_cast<uint64_t>(peer);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
+  p.want_write = want;
+}
+
+// Reads everything the socket has: headers and small payloads through the
+// staging buffer, large payloads straight into their destination.
+void TcpTransport::pump_rx(int peer) {
+  Peer& p = peers_[peer];
+  RxState& rx = p.rx;
+  while (!p.gone) {
+    std::size_t staged = rx.stage_end - rx.stage_begin;
+    if (rx.in_payload) {
+      std::size_t take = std::min(staged, rx.length - rx.received);
+      if (take > 0) {
+        if (rx.dst) std::memcpy(rx.dst + rx.received, rx.stage.data() + rx.stage_begin, take);
+        rx.stage_begin += take;
+        rx.received += take;
+      }
+      if (rx.received == rx.length) {
+        finish_payload(peer);
+        continue;
+      }
+      // The stage is empty here. Read big remainders straight into place.
+      std::size_t left = rx.length - rx.received;
+      if (rx.dst && left >= options_.zero_copy_min) {
+        ssize_t n = ::recv(p.fd.get(), rx.dst + rx.received, left, MSG_DONTWAIT);
+        if (n > 0) {
+          rx.received += static_cast<std::size_t>(n);
+          continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        peer_lost(peer, n == 0 ? "connection closed" : errno_message("receive failed", errno));
+        return;
+      }
+    } else if (staged >= sizeof(FrameHeader)) {
+      on_header(peer);
+      continue;
+    }
+    // Refill the staging buffer.
+    if (rx.stage_begin > 0) {
+      std::memmove(rx.stage.data(), rx.stage.data() + rx.stage_begin, staged);
+      rx.stage_begin = 0;
+      rx.stage_end = staged;
+    }
+    ssize_t n = ::recv(p.fd.get(), rx.stage.data() + rx.stage_end, rx.stage.size() - rx.stage_end,
+                       MSG_DONTWAIT);
+    if (n > 0) {
+      rx.stage_end += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n == 0 && p.said_goodbye && !rx.in_payload && staged == 0) {
+      p.gone = true;  // clean close after the goodbye frame
+      epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
+      return;
+    }
+    peer_lost(peer, n == 0 ? "connection closed" : errno_message("receive failed", errno));
+    return;
+  }
+}
+
+void TcpTransport::on_header(int peer) {
+  Peer& p = peers_[peer];
+  RxState& rx = p.rx;
+  auto bytes = std::span<const std::byte>(rx.stage.data() + rx.stage_begin, sizeof(FrameHeader));
+  if (auto error = validate_frame(bytes)) {
+    peer_lost(peer, fmt::format("malformed frame: {}", *error));
+    return;
+  }
+  std::memcpy(&rx.header, bytes.data(), sizeof(FrameHeader));
+  rx.stage_begin += sizeof(FrameHeader);
+  rx.in_payload = true;
+  rx.length = rx.header.length;
+  rx.received = 0;
+  rx.dst = nullptr;
+  rx.keep = false;
+  rx.request.reset();
+  auto type = static_cast<FrameType>(rx.header.type);
+  if (type == FrameType::data && !failure_) {
+    auto posted = p.posted.find(rx.header.tag);
+    if (posted != p.posted.end() && !posted->second.empty()) {
+      PostedRecv recv = posted->second.front();
+      posted->second.pop_front();
+      if (!(recv.request->signature() == rx.header.sig) || recv.buffer.size() != rx.length) {
+        recv.request->completion().fail(mismatch_error(
+            peer, rx.header.sig, rx.length, recv.request->signature(), recv.buffer.size()));
+      } else {
+        rx.dst = recv.buffer.data();
+        rx.request = recv.request;
+      }
+      return;
+    }
+  }
+  if (type != FrameType::goodbye && !(type == FrameType::data && failure_)) {
+    rx.holding.resize(rx.length);
+    rx.dst = rx.holding.data();
+    rx.keep = true;
+  }
+}
+
+void TcpTransport::finish_payload(int peer) {
+  Peer& p = peers_[peer];
+  RxState& rx = p.rx;
+  rx.in_payload = false;
+  switch (static_cast<FrameType>(rx.header.type)) {
+    case FrameType::goodbye: {
+      p.said_goodbye = true;
+      auto error = io_error(CHORUS_ERR_PEER_FAILURE,
+                            fmt::format("rank {} left (destroyed its communicator) while rank {} "
+                                        "still expected data from it",
+                                        peer, options_.rank));
+      for (auto& [tag, queue] : p.posted)
+        for (auto& recv : queue) recv.request->completion().fail(error);
+      p.posted.clear();
+      break;
+    }
+    case FrameType::abort: {
+      // The reason is the peer's own first error; keep its code when it is one.
+      std::string reason(reinterpret_cast<const char*>(rx.holding.data()), rx.holding.size());
+      auto code = static_cast<chorus_result_t>(rx.header.tag);
+      if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_) code = CHORUS_ERR_ABORTED;
+      log().debug("rank {}: rank {} reports: {}", options_.rank, peer, reason);
+      // Pass it on unchanged, so every rank learns the first failure even if
+      // the reporting rank exits before the others hear from it.
+      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer));
+      break;
+    }
+    case FrameType::data:
+      if (rx.request) {
+        rx.request->completion().complete();
+      } else if (rx.keep && !failure_) {
+        // Arrived before its receive: match a receive posted meanwhile, or keep it.
+        auto& queue = p.posted[rx.header.tag];
+        Unexpected msg{rx.header, std::move(rx.holding)};
+        if (!queue.empty()) {
+          PostedRecv recv = queue.front();
+          queue.pop_front();
+          if (!(recv.request->signature() == msg.header.sig) ||
+              recv.buffer.size() != msg.payload.size()) {
+            recv.request->completion().fail(mismatch_error(peer, msg.header.sig, msg.payload.size(),
+                                                           recv.request->signature(),
+                                                           recv.buffer.size()));
+          } else {
+            if (!msg.payload.empty())
+              std::memcpy(recv.buffer.data(), msg.payload.data(), msg.payload.size());
+            recv.request->completion().complete();
+          }
+        } else {
+          p.unexpected[msg.header.tag].push_back(std::move(msg));
+        }
+      }
+      break;
+  }
+  rx.request.reset();
+  rx.dst = nullptr;
+  rx.keep = false;
+  rx.holding = {};
+}
+
+std::exception_ptr TcpTransport::mismatch_error(int peer, const CallSignature& theirs,
+                                                std::size_t their_bytes, const CallSignature& mine,
+                                                std::size_t my_bytes) const {
+  std::string message;
+  if (theirs == mine)
+    message = fmt::format("rank {} sent {} bytes for {} but rank {} expected {} bytes", peer,
+                          their_bytes, describe(theirs), options_.rank, my_bytes);
+  else
+    message = fmt::format("collective mismatch: rank {} called {} but rank {} called {}", peer,
+                          describe(theirs), options_.rank, describe(mine));
+  return io_error(CHORUS_ERR_MISMATCH, message);
+}
+
+void TcpTransport::peer_lost(int peer, const std::string& why) {
+  Peer& p = peers_[peer];
+  if (p.gone) return;
+  p.gone = true;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
+  if (closing_ || p.said_goodbye) {
+    log().debug("rank {}: connection to rank {} ended: {}", options_.rank, peer, why);
+    return;
+  }
+  std::string message = fmt::format(
+      "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
+      options_.rank, why);
+  log().error("{}", message);
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message);
+}
+
+// Fails every request, now and later. A receive in progress keeps draining its
+// frame from the socket, but no longer into the user's buffer.
+void TcpTransport::fail_all_locked(std::exception_ptr error) {
+  if (!failure_) failure_ = error;
+  for (auto& p : peers_) {
+    for (auto& [tag, queue] : p.posted)
+      for (auto& recv : queue) recv.request->completion().fail(failure_);
+    p.posted.clear();
+    p.unexpected.clear();
+    if (p.rx.request) {
+      p.rx.request->completion().fail(failure_);
+      p.rx.request.reset();
+      if (p.rx.in_payload) p.rx.dst = nullptr;
+    }
+    if (p.rx.in_payload && static_cast<FrameType>(p.rx.header.type) == FrameType::data) {
+      p.rx.dst = nullptr;  // drain the rest of an unexpected frame too
+      p.rx.keep = false;
+    }
+    // The frame at the front may be half written: keep it (with its own copy
+    // of the data) so the stream stays well-formed; drop the rest.
+    std::deque<SendOp> keep;
+    for (std::size_t i = 0; i < p.sendq.size(); ++i) {
+      SendOp& op = p.sendq[i];
+      if (op.request) op.request->completion().fail(failure_);
+      if (i == 0 && op.sent > 0 && !op.data.empty() && op.owned.empty()) {
+        op.owned.assign(op.data.begin(), op.data.end());
+        op.data = {};
+      }
+      if (i == 0 && op.sent > 0) {
+        op.request.reset();
+        keep.push_back(std::move(op));
+      }
+    }
+    p.sendq = std::move(keep);
+  }
+}
+
+void TcpTransport::abort(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  fail_and_notify_locked(CHORUS_ERR_ABORTED,
+                         fmt::format("rank {} aborted: {}", options_.rank, reason));
+}
+
+// Fails everything here and tells every live peer why (an ABORT frame that
+// carries the result code), so that a rank which exits after a failure is
+// never mistaken by the others for the rank that failed first.
+void TcpTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
+                                          const std::string& local_message) {
+  bool first = !failure_;
+  fail_all_locked(io_error(code, local_message.empty() ? message : local_message));
+  if (!first) return;
+  std::string text = message.substr(0, kMaxAbortReason);
+  for (int peer = 0; peer < options_.size; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == options_.rank || p.gone || !p.fd) continue;
+    SendOp op;
+    op.header =
+        make_frame(FrameType::abort, static_cast<uint32_t>(code), text.size(), CallSignature{});
+    op.owned.assign(reinterpret_cast<const std::byte*>(text.data()),
+                    reinterpret_cast<const std::byte*>(text.data()) + text.size());
+    enqueue_locked(peer, std::move(op));
+  }
+  // Push the notices out now (bounded): the process may exit right after the
+  // caller sees this error, and a notice still queued would be lost.
+  auto deadline = Deadline::after(std::chrono::seconds(2));
+  for (int peer = 0; peer < options_.size; ++peer) {
+    Peer& p = peers_[peer];
+    while (!p.gone && p.fd && !p.sendq.empty() && !deadline.expired()) {
+      pollfd pfd{p.fd.get(), POLLOUT, 0};
+      ::poll(&pfd, 1, deadline.poll_timeout_ms(100));
+      flush(peer);
+    }
+  }
+}
+
+void TcpTransport::close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return;
+    closing_ = true;
+    for (int peer = 0; peer < options_.size; ++peer) {
+      Peer& p = peers_[peer];
+      if (peer == options_.rank || p.gone || !p.fd) continue;
+      SendOp op;
+      op.header = make_frame(FrameType::goodbye, 0, 0, CallSignature{});
+      enqueue_locked(peer, std::move(op));
+    }
+  }
+  // Wait (bounded) until our frames are out and every peer said goodbye, so
+  // that closing the sockets never resets a peer that is still reading.
+  double wait_s;
+  {
+    std::lock_guard lock(mu_);
+    wait_s = failure_ ? 2.0 : options_.close_timeout_s;  // a failed job only flushes its abort
+  }
+  auto deadline = Deadline::after(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
+  auto backoff = std::chrono::microseconds(50);
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      bool settled = true;
+      for (int peer = 0; peer < options_.size; ++peer) {
+        const Peer& p = peers_[peer];
+        if (peer == options_.rank || p.gone) continue;
+        if (!p.sendq.empty() || !p.said_goodbye) settled = false;
+      }
+      if (settled) return;
+      if (deadline.expired()) {
+        log().warn("rank {}: closing without every peer's goodbye after {} s", options_.rank,
+                   wait_s);
+        return;
+      }
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
+  }
+}
+
+}  // namespace chorus::tcp

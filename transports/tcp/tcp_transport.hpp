@@ -1,0 +1,157 @@
+// TCP transport: one connection per peer pair, non-blocking sockets driven by
+// epoll in a progress thread (and by waiters that poll while they spin).
+//
+// Set-up: every rank listens on an ephemeral port and publishes host:port in
+// the store; rank i connects to every rank j < i and accepts from every j > i.
+// Each connection starts with a validated Hello (job token, both ranks). The
+// listener stays open: later or foreign connections are handshaken, refused
+// and logged without disturbing the job.
+//
+// Data: frames (wire.hpp). A send is written from the user's buffer (writev of
+// header + data); a receive that is already posted when its frame arrives is
+// read straight into the user's buffer once the payload reaches
+// CHORUS_TCP_ZERO_COPY_MIN; smaller frames come through a staging buffer.
+// Frames that arrive before their receive is posted are kept as unexpected.
+//
+// Locking: one mutex (mu_) guards all peer state and all socket I/O after
+// set-up. The progress thread takes it after epoll_wait returns; poll() only
+// try-locks it, so a spinning waiter never blocks on the progress thread.
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "include/chorus.h"
+#include "lib/bootstrap/store.hpp"
+#include "lib/core/config.hpp"
+#include "transports/tcp/socket.hpp"
+#include "transports/tcp/wire.hpp"
+#include "transports/transport.hpp"
+
+namespace chorus::tcp {
+
+struct TcpOptions {
+  int rank = 0;
+  int size = 1;
+  std::string token;
+  std::string bind_host = "127.0.0.1";
+  std::string key_prefix = "tcp/";  // store namespace of this transport instance
+  std::size_t socket_buffer = 4 << 20;
+  std::size_t zero_copy_min = 4096;
+  double connect_timeout_s = 60;
+  double close_timeout_s = 30;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(Store& store, TcpOptions options);
+  ~TcpTransport() override;
+
+  std::string_view name() const override { return "tcp"; }
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  bool can_connect(int peer) const override { return peer >= 0 && peer < options_.size; }
+  RequestPtr isend(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<const std::byte> data) override;
+  RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<std::byte> data) override;
+  bool poll() override;
+  void close() override;
+  void abort(const std::string& reason) override;
+
+  // The port this rank listens on (tests use it to connect as a stranger).
+  uint16_t listen_port() const { return listen_port_; }
+
+ private:
+  struct SendOp {
+    FrameHeader header;
+    std::span<const std::byte> data;
+    std::vector<std::byte> owned;  // payload owned by the op (abort reasons)
+    std::size_t sent = 0;          // bytes of header + data written so far
+    RequestPtr request;            // null for internal frames
+  };
+  struct PostedRecv {
+    RequestPtr request;
+    std::span<std::byte> buffer;
+  };
+  struct Unexpected {
+    FrameHeader header;
+    std::vector<std::byte> payload;
+  };
+  struct RxState {
+    std::vector<std::byte> stage;  // staging buffer for headers and small payloads
+    std::size_t stage_begin = 0, stage_end = 0;
+    bool in_payload = false;
+    FrameHeader header{};
+    std::byte* dst = nullptr;  // null: discard the payload
+    std::size_t length = 0, received = 0;
+    RequestPtr request;              // the posted receive being filled, if any
+    bool keep = false;               // payload goes to `holding` (unexpected / abort reason)
+    std::vector<std::byte> holding;  // unexpected payload or abort reason
+  };
+  struct Peer {
+    Fd fd;
+    bool said_goodbye = false;  // peer announced a clean close
+    bool gone = false;          // socket finished (EOF or error)
+    bool want_write = false;    // EPOLLOUT registered
+    std::deque<SendOp> sendq;
+    RxState rx;
+    std::map<uint32_t, std::deque<PostedRecv>> posted;
+    std::map<uint32_t, std::deque<Unexpected>> unexpected;
+  };
+  struct Stranger {  // an accepted connection whose Hello is still being read
+    Fd fd;
+    std::string address;
+    Hello hello{};
+    std::size_t received = 0;
+    Clock::time_point deadline;
+  };
+
+  // tcp_setup.cpp
+  void establish(Store& store);
+  void accept_strangers();
+  void service_stranger(std::size_t index, bool setup_phase);
+  void expire_strangers();
+  void register_peer_fd(int peer);
+
+  // tcp_transport.cpp (all with mu_ held)
+  void process_events(const epoll_event* events, int count);
+  void pump_rx(int peer);
+  void on_header(int peer);
+  void finish_payload(int peer);
+  void flush(int peer);
+  void update_interest(int peer);
+  void peer_lost(int peer, const std::string& why);
+  void fail_all_locked(std::exception_ptr error);
+  void fail_and_notify_locked(chorus_result_t code, const std::string& message,
+                              const std::string& local_message = "");
+  void enqueue_locked(int peer, SendOp op);
+  std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
+                                    const CallSignature& mine, std::size_t my_bytes) const;
+  void progress_loop();
+
+  TcpOptions options_;
+  uint16_t listen_port_ = 0;
+  Fd listen_fd_;
+  Fd epoll_fd_;
+  Fd wake_fd_;  // eventfd: stops the progress thread
+
+  std::mutex mu_;  // guards everything below
+  std::vector<Peer> peers_;
+  std::vector<Stranger> strangers_;
+  std::exception_ptr failure_;  // once set, every request fails with it
+  bool closing_ = false;
+
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+};
+
+}  // namespace chorus::tcp

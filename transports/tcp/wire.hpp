@@ -1,0 +1,73 @@
+// Wire format of the TCP transport. Everything read from a socket is untrusted
+// and validated here before use.
+//
+// Connection set-up: the connecting rank sends a Hello (magic, version, job
+// token, its rank, the rank it wants, world size); the accepting rank checks
+// every field and answers with a HelloAck, or logs and closes.
+// After that, a connection carries frames: a fixed 56-byte FrameHeader, then
+// `length` payload bytes (user data for DATA, a reason for ABORT, nothing for
+// GOODBYE).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "lib/core/contract.hpp"
+
+namespace chorus::tcp {
+
+inline constexpr uint32_t kFrameMagic = 0x53524843;  // "CHRS"
+inline constexpr uint32_t kHelloMagic = 0x48524843;  // "CHRH"
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr std::size_t kTokenBytes = 64;
+inline constexpr uint64_t kMaxAbortReason = 4096;
+// A single message may not exceed this (a corrupt length must not make a rank
+// allocate or wait for terabytes).
+inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
+
+enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3 };
+
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t type;  // FrameType
+  uint8_t flags;
+  uint32_t tag;
+  uint32_t reserved;
+  uint64_t length;
+  CallSignature sig;
+};
+static_assert(sizeof(FrameHeader) == 56);
+
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  int32_t from_rank;
+  int32_t to_rank;
+  int32_t world_size;
+  uint32_t reserved2;
+  char token[kTokenBytes];  // NUL-padded
+};
+static_assert(sizeof(Hello) == 88);
+
+struct HelloAck {
+  uint32_t magic;
+  int32_t accepted_rank;
+};
+
+FrameHeader make_frame(FrameType type, uint32_t tag, uint64_t length, const CallSignature& sig);
+Hello make_hello(std::string_view token, int from, int to, int world_size);
+
+// Returns an error description, or nullopt when the header is acceptable.
+// `bytes` is what was read; fewer than sizeof(FrameHeader) is "truncated".
+std::optional<std::string> validate_frame(std::span<const std::byte> bytes);
+// Checks a Hello addressed to `my_rank` in a job of `world_size` with `token`.
+std::optional<std::string> validate_hello(std::span<const std::byte> bytes, std::string_view token,
+                                          int my_rank, int world_size);
+
+}  // namespace chorus::tcp

@@ -1,0 +1,85 @@
+// The transport interface: moves byte ranges between two ranks. Transports
+// know nothing of collectives; the CallSignature they carry is opaque to them
+// except that a receive compares it with the sender's (and fails with
+// CHORUS_ERR_MISMATCH, naming both ranks and both calls, when they differ).
+//
+// Matching: messages from one peer with one tag are matched to receives posted
+// for that (peer, tag) in the order both sides issued them. The received
+// message must have exactly the size of the receive buffer.
+//
+// Failure: when a peer dies (connection lost without a goodbye) or aborts,
+// the transport fails every pending and later request with an IoError
+// (CHORUS_ERR_PEER_FAILURE / CHORUS_ERR_ABORTED) that names the peer.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/core/completion.hpp"
+#include "lib/core/contract.hpp"
+#include "lib/core/deadline.hpp"
+
+namespace chorus {
+
+class Request {
+ public:
+  Request(int peer, bool is_send, uint32_t tag, const CallSignature& sig, std::size_t bytes)
+      : peer_(peer), is_send_(is_send), tag_(tag), sig_(sig), bytes_(bytes) {}
+  virtual ~Request() = default;
+
+  int peer() const { return peer_; }
+  bool is_send() const { return is_send_; }
+  uint32_t tag() const { return tag_; }
+  const CallSignature& signature() const { return sig_; }
+  std::size_t bytes() const { return bytes_; }
+  Completion& completion() { return completion_; }
+  bool done() const { return completion_.done(); }
+
+ private:
+  int peer_;
+  bool is_send_;
+  uint32_t tag_;
+  CallSignature sig_;
+  std::size_t bytes_;
+  Completion completion_;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual bool can_connect(int peer) const = 0;
+
+  // Never block; the request completes later (or at once). Send buffers must
+  // stay unchanged and receive buffers untouched by the caller until done.
+  virtual RequestPtr isend(int peer, uint32_t tag, const CallSignature& sig,
+                           std::span<const std::byte> data) = 0;
+  virtual RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
+                           std::span<std::byte> data) = 0;
+
+  // Makes whatever progress is possible without blocking; true if anything
+  // moved. Transports with their own progress thread may return false.
+  virtual bool poll() { return false; }
+
+  // Graceful close: tells peers this rank leaves on purpose. Idempotent.
+  virtual void close() = 0;
+  // Fails all requests here and tells peers to fail theirs with the reason.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+// Waits for every request; drives transport.poll() while spinning. Throws the
+// first request's error, or IoError(CHORUS_ERR_TIMEOUT) naming `what` and the
+// peers still outstanding when the deadline passes.
+void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
+              int spin_us, std::string_view what);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
+              int spin_us, std::string_view what);
+
+}  // namespace chorus
