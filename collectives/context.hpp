@@ -31,9 +31,9 @@ struct CollectiveContext {
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(peer, tag, sig, data);
   }
-  void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin_us, describe(sig)); }
+  void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin_us, sig); }
   void wait(std::span<const RequestPtr> rs) {
-    wait_all(transport, rs, deadline, spin_us, describe(sig));
+    wait_all(transport, rs, deadline, spin_us, sig);
   }
 };
 

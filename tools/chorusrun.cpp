@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help is fine; a usage error is 2
   }
   options.command = app.remaining();
   if (!options.command.empty() && options.command.front() == "--")

@@ -6,12 +6,31 @@
 
 namespace chorus {
 
-void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
-              int spin_us, std::string_view what) {
-  auto poll = [&transport] { return transport.poll(); };
+namespace {
+
+bool all_done(std::span<const RequestPtr> requests) {
+  for (const auto& r : requests)
+    if (r && !r->done()) return false;
+  return true;
+}
+
+template <typename Describe>
+void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
+                   const Deadline& deadline, int spin_us, Describe&& describe_call) {
+  // Spin on all requests at once, driving the transport; then sleep on each.
+  if (spin_us > 0 && !all_done(requests)) {
+    transport.spin_begin();
+    auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
+    unsigned round = 0;
+    while (!all_done(requests) && Clock::now() < spin_end) {
+      if (transport.poll()) round = 0;
+      spin_pause(round++);
+    }
+    transport.spin_end(all_done(requests));
+  }
   for (const auto& request : requests) {
     if (!request) continue;
-    if (!request->completion().wait(deadline, spin_us, poll)) {
+    if (!request->completion().wait(deadline, 0)) {
       std::string pending;
       for (const auto& r : requests) {
         if (!r || r->done()) continue;
@@ -19,10 +38,27 @@ void wait_all(Transport& transport, std::span<const RequestPtr> requests, const 
         pending += fmt::format("{} rank {}", r->is_send() ? "send to" : "receive from", r->peer());
       }
       throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("rank {}: {} timed out waiting on {}",
-                                                    transport.rank(), what, pending));
+                                                    transport.rank(), describe_call(), pending));
     }
     request->completion().rethrow_if_failed();
   }
+}
+
+}  // namespace
+
+void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
+              int spin_us, const CallSignature& call) {
+  wait_all_impl(transport, requests, deadline, spin_us, [&] { return describe(call); });
+}
+
+void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
+              int spin_us, std::string_view what) {
+  wait_all_impl(transport, requests, deadline, spin_us, [&] { return std::string(what); });
+}
+
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
+              int spin_us, const CallSignature& call) {
+  wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin_us, call);
 }
 
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,

@@ -67,6 +67,14 @@ class Transport {
   // Makes whatever progress is possible without blocking; true if anything
   // moved. Transports with their own progress thread may return false.
   virtual bool poll() { return false; }
+  // A waiter starts / stops calling poll() in a spin loop. While one spins,
+  // a transport's progress thread may stand aside, so that the two never
+  // fight for the transport (with more threads than cores, the loser of that
+  // fight can hold the lock while preempted).
+  // `satisfied`: the spin ended because the requests completed (the waiter
+  // will not sleep), so the progress thread need not be woken at once.
+  virtual void spin_begin() {}
+  virtual void spin_end(bool /*satisfied*/) {}
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
@@ -75,10 +83,15 @@ class Transport {
 };
 
 // Waits for every request; drives transport.poll() while spinning. Throws the
-// first request's error, or IoError(CHORUS_ERR_TIMEOUT) naming `what` and the
-// peers still outstanding when the deadline passes.
+// first request's error, or IoError(CHORUS_ERR_TIMEOUT) naming the call (or
+// `what`) and the peers still outstanding when the deadline passes. The
+// description is only built on timeout.
+void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
+              int spin_us, const CallSignature& call);
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
               int spin_us, std::string_view what);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
+              int spin_us, const CallSignature& call);
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
               int spin_us, std::string_view what);
 

@@ -6,7 +6,8 @@
 
 namespace chorus::scratch_slot {
 
-inline constexpr int ring_staging = 0;  // ring pipeline: received segments before reduction
+inline constexpr int ring_staging = 0;    // ring pipeline: received segments before reduction
+inline constexpr int small_exchange = 1;  // recursive doubling: the partner's buffer
 inline constexpr int kFirstFreeSlot = 8;
 
 }  // namespace chorus::scratch_slot

@@ -143,7 +143,13 @@ class FileStore : public Store {
 
   void write_atomic(const std::string& p, const std::string& value) {
     static std::atomic<uint64_t> counter{0};
-    std::string tmp = fmt::format("{}/.tmp.{}.{}", dir_, getpid(), counter.fetch_add(1));
+    // Host and pid keep writers on a shared file system apart.
+    static const std::string host = [] {
+      char name[256] = {};
+      gethostname(name, sizeof name - 1);
+      return std::string(name);
+    }();
+    std::string tmp = fmt::format("{}/.tmp.{}.{}.{}", dir_, host, getpid(), counter.fetch_add(1));
     {
       UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (!fd.valid())

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "collectives/allgather/ring.hpp"
+#include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/allreduce/ring.hpp"
 #include "collectives/barrier/dissemination.hpp"
 #include "collectives/broadcast/ring.hpp"
@@ -71,7 +72,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr
     : transport_(std::move(transport)),
       keepalive_(std::move(keepalive)),
       config_(config),
-      tag_(tag) {
+      tag_(tag),
+      algo_override_(AlgoOverride::parse(config.algo)) {
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -106,8 +108,10 @@ void Communicator::run_blocking(WorkPtr work, const Deadline& deadline) {
   const uint64_t seq = work->sig_.seq;
   // Earlier asynchronous calls run first; each is bounded by its own deadline.
   while (executed_seq_ + 1 != seq) {
-    if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout &&
-        executed_seq_ + 1 != seq) {
+    ++turn_waiters_;
+    auto status = turn_cv_.wait_until(lock, deadline.time_point());
+    --turn_waiters_;
+    if (status == std::cv_status::timeout && executed_seq_ + 1 != seq) {
       // This call can never run in order now: the communicator is unusable.
       std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
                                         rank(), describe(work->sig_));
@@ -131,14 +135,14 @@ WorkPtr Communicator::run_async(WorkPtr work) {
   std::lock_guard lock(mu_);
   assign_seq_locked(*work);
   queue_.push_back(work);
-  turn_cv_.notify_all();
+  work_cv_.notify_one();
   return work;
 }
 
 void Communicator::worker_loop() {
   std::unique_lock lock(mu_);
   while (true) {
-    turn_cv_.wait(lock, [&] {
+    work_cv_.wait(lock, [&] {
       return stop_worker_ || (!queue_.empty() && executed_seq_ + 1 == queue_.front()->sig_.seq);
     });
     if (stop_worker_ && queue_.empty()) return;
@@ -185,7 +189,10 @@ void Communicator::execute(Work& work) {
   std::lock_guard lock(mu_);
   executed_seq_ = work.sig_.seq;
   work.body_ = nullptr;  // drop captured state now, not when the handle dies
-  turn_cv_.notify_all();
+  // Wake only who can use it: an idle worker or a blocking caller costs a
+  // futex call and a context switch per collective.
+  if (turn_waiters_ > 0) turn_cv_.notify_all();
+  if (!queue_.empty()) work_cv_.notify_one();
 }
 
 void Communicator::abort(const std::string& reason) {
@@ -202,7 +209,10 @@ void Communicator::destroy() {
   // Outstanding asynchronous work finishes first, each bounded by its deadline.
   auto deadline = default_deadline();
   while (executed_seq_ + 1 != next_seq_) {
-    if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout) {
+    ++turn_waiters_;
+    auto status = turn_cv_.wait_until(lock, deadline.time_point());
+    --turn_waiters_;
+    if (status == std::cv_status::timeout) {
       lock.unlock();
       abort("destroyed while collectives were still outstanding");
       lock.lock();
@@ -211,7 +221,7 @@ void Communicator::destroy() {
   }
   destroyed_ = true;
   stop_worker_ = true;
-  turn_cv_.notify_all();
+  work_cv_.notify_all();
   lock.unlock();
   if (worker_.joinable()) worker_.join();
   transport_->close();
@@ -228,10 +238,21 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   if (send != recv && overlap(send, bytes, recv, bytes))
     throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
-  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: ring (reduce-scatter + allgather, {} ranks, segments of {} bytes)",
-                describe(ctx.sig), ctx.size(), ctx.segment_bytes);
-    ring_allreduce(ctx, send, recv, count, dtype, op);
+  // Every rank derives the same choice from the same inputs; the algorithm is
+  // part of the signature, so ranks configured differently fail as a mismatch.
+  AlgoChoice choice = choose_algorithm(CollectiveKind::allreduce, bytes, size(), algo_override_,
+                                       config_.allreduce_small_max);
+  const bool ring = choice.algo == "ring";
+  sig.algo = ring ? 1 : 2;
+  return std::make_shared<Work>(sig, [=, why = std::move(choice.why)](CollectiveContext& ctx) {
+    if (ring) {
+      log().debug("{}: ring (reduce-scatter + allgather, segments of {} bytes): {}",
+                  describe(ctx.sig), ctx.segment_bytes, why);
+      ring_allreduce(ctx, send, recv, count, dtype, op);
+    } else {
+      log().debug("{}: recursive doubling: {}", describe(ctx.sig), why);
+      recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
+    }
   });
 }
 

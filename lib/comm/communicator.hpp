@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "collectives/context.hpp"
+#include "collectives/tuner/selection.hpp"
 #include "lib/core/completion.hpp"
 #include "lib/core/config.hpp"
 #include "lib/core/contract.hpp"
@@ -107,11 +108,14 @@ class Communicator {
   std::shared_ptr<void> keepalive_;
   Config config_;
   uint32_t tag_;
-  ScratchPool scratch_;  // used only by the executing call (one at a time)
+  AlgoOverride algo_override_;  // parsed CHORUS_ALGO
+  ScratchPool scratch_;         // used only by the executing call (one at a time)
 
   // Lock order: mu_ is never held while a collective runs.
   std::mutex mu_;
-  std::condition_variable turn_cv_;  // executed_seq_ advanced / queue changed
+  std::condition_variable turn_cv_;  // executed_seq_ advanced (blocking callers, destroy)
+  std::condition_variable work_cv_;  // queue changed or stop (the worker)
+  int turn_waiters_ = 0;             // threads waiting on turn_cv_
   uint64_t next_seq_ = 1;            // sequence number of the next call
   uint64_t executed_seq_ = 0;        // last sequence number that finished
   std::deque<WorkPtr> queue_;        // asynchronous work not yet started

@@ -118,8 +118,13 @@ std::vector<ConfigVar> build_registry() {
                },
                [](const Config& c) { return c.transport; }});
   r.push_back(str_var("CHORUS_ALGO", "",
-                      "Algorithm override, e.g. allreduce:0-64K:ring,64K-inf:ring.",
+                      "Algorithm override: collective:lo-hi:algo[,lo-hi:algo][;...], e.g. "
+                      "allreduce:0-64K:recursive_doubling,64K-inf:ring.",
                       &Config::algo));
+  r.push_back(bytes_var("CHORUS_ALLREDUCE_SMALL_MAX", "32K",
+                        "Allreduce buffers up to this size use recursive doubling, larger ones "
+                        "the ring (unless CHORUS_ALGO says otherwise).",
+                        &Config::allreduce_small_max));
   r.push_back(str_var("CHORUS_TCP_BIND_ADDR", "",
                       "Address TCP listens on (default: the address used to reach the store).",
                       &Config::tcp_bind_addr));

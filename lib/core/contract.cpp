@@ -33,6 +33,7 @@ std::string describe(const CallSignature& sig) {
     if (valid_op(sig.op)) out += fmt::format(", {}", op_name(static_cast<ReduceOp>(sig.op)));
   }
   if (sig.root >= 0) out += fmt::format(", root {}", sig.root);
+  if (sig.algo != 0) out += fmt::format(", algorithm {}", sig.algo);
   return out + ")";
 }
 

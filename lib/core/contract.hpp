@@ -27,11 +27,12 @@ struct CallSignature {
   uint8_t kind = 0;    // CollectiveKind
   uint8_t dtype = 0;   // DataType
   uint8_t op = 0;      // ReduceOp (0 when none)
-  uint8_t reserved[5] = {};
+  uint8_t algo = 0;    // 1 + index of the algorithm chosen (0: not recorded)
+  uint8_t reserved[4] = {};
 
   bool operator==(const CallSignature& o) const {
     return seq == o.seq && count == o.count && root == o.root && kind == o.kind &&
-           dtype == o.dtype && op == o.op;
+           dtype == o.dtype && op == o.op && algo == o.algo;
   }
 };
 static_assert(sizeof(CallSignature) == 32);

@@ -10,10 +10,15 @@
 namespace chorus {
 namespace {
 
-std::mutex registry_mutex;  // guards loggers and current_rank
+// Never destroyed: objects torn down during static destruction (a
+// communicator a program never destroyed) may still log on their way out.
+std::mutex& registry_mutex() {  // guards loggers and current_rank
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
 std::map<std::string, std::shared_ptr<spdlog::logger>>& loggers() {
-  static std::map<std::string, std::shared_ptr<spdlog::logger>> map;
-  return map;
+  static auto* map = new std::map<std::string, std::shared_ptr<spdlog::logger>>;
+  return *map;
 }
 int current_rank = -1;
 
@@ -25,7 +30,7 @@ std::string pattern_for(int rank) {
 }  // namespace
 
 spdlog::logger& logger(const std::string& subsystem) {
-  std::lock_guard lock(registry_mutex);
+  std::lock_guard lock(registry_mutex());
   auto& map = loggers();
   auto it = map.find(subsystem);
   if (it != map.end()) return *it->second;
@@ -39,7 +44,7 @@ spdlog::logger& logger(const std::string& subsystem) {
 }
 
 void set_log_rank(int rank) {
-  std::lock_guard lock(registry_mutex);
+  std::lock_guard lock(registry_mutex());
   current_rank = rank;
   for (auto& [name, log] : loggers()) log->set_pattern(pattern_for(rank));
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collectives/allgather/ring.hpp"
+#include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/allreduce/ring.hpp"
 #include "collectives/broadcast/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
@@ -59,7 +60,10 @@ std::string allreduce(const Case& c) {
     const int r = env.rank();
     auto ctx = env.context(make_sig(CollectiveKind::allreduce, 1, c.count, Tr::dt, c.op));
     T* out = c.in_place ? send[r].data() : recv[r].data();
-    ring_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
+    if (c.recursive_doubling)
+      recursive_doubling_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
+    else
+      ring_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
   std::vector<T> want(c.count);

@@ -18,6 +18,7 @@ struct Case {
   bool in_place = false;
   std::size_t segment_bytes = 64;
   int root = 0;
+  bool recursive_doubling = false;  // allreduce: the small-message algorithm instead of the ring
 };
 
 std::string describe_case(const Case& c);

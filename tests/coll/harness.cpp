@@ -3,19 +3,92 @@
 #include <fmt/format.h>
 
 #include <latch>
+#include <map>
 #include <thread>
 
+#include "lib/bootstrap/tcp_store.hpp"
 #include "lib/core/error.hpp"
+#include "transports/inproc/inproc.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 namespace chorus::test {
 
+namespace {
+
+// TCP worlds are expensive to connect, so one per rank count is kept and
+// reused by later runs; a run that failed drops its world (its transports are
+// aborted). Worlds close concurrently, as separate processes would.
+struct TcpWorld {
+  std::unique_ptr<TcpStoreServer> server;
+  std::vector<std::unique_ptr<TcpStoreClient>> stores;
+  std::vector<std::unique_ptr<tcp::TcpTransport>> transports;
+  ~TcpWorld() {
+    std::vector<std::thread> closers;
+    for (auto& t : transports)
+      if (t) closers.emplace_back([&t] { t.reset(); });
+    for (auto& c : closers) c.join();
+  }
+};
+
+std::map<int, std::unique_ptr<TcpWorld>>& tcp_worlds() {
+  static std::map<int, std::unique_ptr<TcpWorld>> worlds;
+  return worlds;
+}
+
+TcpWorld& tcp_world(int n) {
+  auto& slot = tcp_worlds()[n];
+  if (slot) return *slot;
+  auto world = std::make_unique<TcpWorld>();
+  world->server = std::make_unique<TcpStoreServer>("coll-test");
+  world->stores.resize(static_cast<std::size_t>(n));
+  world->transports.resize(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto& store = world->stores[static_cast<std::size_t>(r)];
+      store = std::make_unique<TcpStoreClient>(world->server->address(), "coll-test",
+                                               Deadline::after(std::chrono::seconds(30)));
+      tcp::TcpOptions o;
+      o.rank = r;
+      o.size = n;
+      o.token = "coll-test";
+      o.close_timeout_s = 10;
+      world->transports[static_cast<std::size_t>(r)] =
+          std::make_unique<tcp::TcpTransport>(*store, o);
+    });
+  for (auto& t : threads) t.join();
+  slot = std::move(world);
+  return *slot;
+}
+
+}  // namespace
+
 std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
                                    const std::function<void(RankEnv&)>& body) {
-  auto fabric = make_inproc_fabric(n);
-  std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
+  bool partial = false;
   std::vector<int> ranks;
-  for (int r = 0; r < n; ++r)
-    if (!options.participates || options.participates(r)) ranks.push_back(r);
+  for (int r = 0; r < n; ++r) {
+    if (!options.participates || options.participates(r))
+      ranks.push_back(r);
+    else
+      partial = true;
+  }
+  std::vector<std::unique_ptr<Transport>> owned;  // inproc, or TCP for partial runs
+  std::vector<Transport*> transports(static_cast<std::size_t>(n));
+  if (options.transport == TransportKind::inproc || partial) {
+    // A run where some ranks never start cannot reuse (or build) a TCP world:
+    // set-up is collective. It exercises the algorithms over inproc instead.
+    auto fabric = make_inproc_fabric(n);
+    for (int r = 0; r < n; ++r) {
+      owned.push_back(std::make_unique<InprocTransport>(fabric, r));
+      transports[static_cast<std::size_t>(r)] = owned.back().get();
+    }
+  } else {
+    auto& world = tcp_world(n);
+    for (int r = 0; r < n; ++r)
+      transports[static_cast<std::size_t>(r)] = world.transports[static_cast<std::size_t>(r)].get();
+  }
+  std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
   std::latch done(static_cast<std::ptrdiff_t>(ranks.size()));
   std::vector<std::thread> threads;
   threads.reserve(ranks.size());
@@ -24,7 +97,7 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
       RankOutcome& out = outcomes[static_cast<std::size_t>(r)];
       out.ran = true;
       {
-        RankEnv env(fabric, r, options);
+        RankEnv env(*transports[static_cast<std::size_t>(r)], options);
         try {
           body(env);
         } catch (const Error& e) {
@@ -40,6 +113,7 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
     });
   }
   for (auto& t : threads) t.join();
+  if (owned.empty() && !failures(outcomes).empty()) tcp_worlds().erase(n);
   return outcomes;
 }
 

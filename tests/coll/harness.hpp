@@ -12,18 +12,30 @@
 
 #include "collectives/context.hpp"
 #include "lib/core/scratch.hpp"
-#include "transports/inproc/inproc.hpp"
+#include "transports/transport.hpp"
 
 namespace chorus::test {
+
+enum class TransportKind { inproc, tcp };
+
+// The coll_tests binary runs the sweeps over the in-process transport; the
+// coll_tests_tcp binary is the same sources built with CHORUS_TEST_TCP, so
+// every sweep also runs over real loopback TCP.
+#ifdef CHORUS_TEST_TCP
+inline constexpr TransportKind kDefaultTransport = TransportKind::tcp;
+#else
+inline constexpr TransportKind kDefaultTransport = TransportKind::inproc;
+#endif
 
 struct RunOptions {
   std::size_t segment_bytes = 64;
   std::chrono::milliseconds timeout{30000};
   int spin_us = 20;
-  // After a rank's first error, abort the fabric so the others fail promptly.
+  // After a rank's first error, abort the transport so the others fail promptly.
   bool abort_on_error = true;
   // Ranks for which this returns false never start (no thread, no transport).
   std::function<bool(int)> participates;
+  TransportKind transport = kDefaultTransport;
 };
 
 struct RankOutcome {
@@ -34,8 +46,7 @@ struct RankOutcome {
 
 class RankEnv {
  public:
-  RankEnv(std::shared_ptr<InprocFabric> fabric, int rank, const RunOptions& options)
-      : transport(std::move(fabric), rank), options_(options) {}
+  RankEnv(Transport& t, const RunOptions& options) : transport(t), options_(options) {}
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   // A context for one call, its deadline starting now.
@@ -45,8 +56,8 @@ class RankEnv {
         options_.spin_us};
   }
 
-  ScratchPool scratch;  // destroyed after the transport has closed
-  InprocTransport transport;
+  ScratchPool scratch;
+  Transport& transport;
 
  private:
   const RunOptions& options_;

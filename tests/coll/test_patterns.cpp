@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/patterns/recursive_doubling.hpp"
 #include "collectives/patterns/ring.hpp"
 
 using namespace chorus::patterns;
@@ -148,5 +149,44 @@ TEST_CASE("dissemination barrier: every rank hears from every rank", "[patterns]
       }
     }
     for (int r = 0; r < n; ++r) CHECK(know[r] == (1u << n) - 1);
+  }
+}
+
+TEST_CASE("recursive doubling: every rank ends with every contribution exactly once",
+          "[patterns][recursive_doubling]") {
+  using namespace chorus::patterns;
+  for (int n = 1; n <= 33; ++n) {
+    INFO("n = " << n);
+    const int p = pow2_floor(n);
+    REQUIRE(p <= n);
+    REQUIRE(p * 2 > n);
+    REQUIRE((1 << rd_rounds(n)) == p);
+    // Simulate: each rank holds a multiset of contributions (counts per rank).
+    std::vector<std::vector<int>> held(n, std::vector<int>(n, 0));
+    for (int r = 0; r < n; ++r) held[r][r] = 1;
+    for (int r = p; r < n; ++r) {  // fold
+      REQUIRE(rd_is_extra(r, n));
+      int partner = rd_extra_partner(r, n);
+      REQUIRE(partner == r - p);
+      REQUIRE(rd_extra_partner(partner, n) == r);
+      for (int i = 0; i < n; ++i) held[partner][i] += held[r][i];
+    }
+    for (int round = 0; round < rd_rounds(n); ++round) {
+      auto before = held;
+      for (int r = 0; r < p; ++r) {
+        int partner = rd_round_partner(r, round);
+        REQUIRE(partner >= 0);
+        REQUIRE(partner < p);
+        REQUIRE(rd_round_partner(partner, round) == r);
+        for (int i = 0; i < n; ++i) held[r][i] = before[r][i] + before[partner][i];
+      }
+    }
+    for (int r = p; r < n; ++r) held[r] = held[r - p];  // unfold
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < n; ++i) REQUIRE(held[r][i] == 1);
+    for (int r = 0; r < p; ++r) {
+      REQUIRE_FALSE(rd_is_extra(r, n));
+      REQUIRE(rd_extra_partner(r, n) == (r + p < n ? r + p : -1));
+    }
   }
 }

@@ -40,6 +40,23 @@ TEST_CASE("ring allreduce: every rank count, dtype, op and placement", "[allredu
   }
 }
 
+TEST_CASE("recursive doubling allreduce: every rank count, dtype, op and placement",
+          "[allreduce][recursive_doubling]") {
+  for (int n : kRanks) {
+    for (std::size_t count : {0, 1, 2, 7, 131, 4099}) {
+      for (DataType dt : kDtypes) {
+        for (ReduceOp op : kOps) {
+          for (bool in_place : {false, true}) {
+            Case c{n, count, dt, op, in_place, 64, 0, true};
+            INFO(describe_case(c) << " recursive doubling");
+            REQUIRE(check_allreduce(c) == "");
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("one-element segments and a larger prime",
           "[allreduce][reduce_scatter][allgather][broadcast]") {
   for (int n : kRanks) {

@@ -14,4 +14,9 @@ cat "$TMP/err"
 [ $elapsed -lt 10 ] || fail "took $elapsed s to stop"
 grep -q "rank 2 (pid [0-9]*) killed by signal 9" "$TMP/err" || fail "message does not name rank 2"
 expect_no_leftovers
+
+# Descendants that left the rank's process group (setsid) go at the end too.
+"$CHORUSRUN" -np 2 bash -c "setsid bash -c 'exec -a $MARKER-daemon sleep 60' </dev/null & sleep 0.3" ||
+  fail "job with daemons failed"
+expect_no_leftovers
 echo PASS

@@ -118,10 +118,29 @@ bool TcpTransport::poll() {
   return true;
 }
 
+void TcpTransport::spin_begin() {
+  spinners_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// A satisfied waiter returns to the caller, who usually waits again soon: the
+// progress thread stays asleep (it wakes on its own within 50 ms) instead of
+// being woken and fighting the next spin. A waiter about to sleep wakes it.
+void TcpTransport::spin_end(bool satisfied) {
+  if (spinners_.fetch_sub(1, std::memory_order_seq_cst) == 1 && !satisfied)
+    futex_wake_all(spinners_);
+}
+
 void TcpTransport::progress_loop() {
   epoll_event events[64];
   while (!stop_.load(std::memory_order_relaxed)) {
+    // A spinning waiter does the I/O itself; sleep until it stops (bounded,
+    // so strangers still expire and stop_ is still seen).
+    if (uint32_t spinning = spinners_.load(std::memory_order_seq_cst); spinning != 0) {
+      futex_wait(spinners_, spinning, std::chrono::milliseconds(50));
+      continue;
+    }
     int count = epoll_wait(epoll_fd_.get(), events, 64, 200);
+    if (count > 0 && spinners_.load(std::memory_order_seq_cst) != 0) continue;
     std::lock_guard lock(mu_);
     if (count > 0) process_events(events, count);
     if (!strangers_.empty()) expire_strangers();
@@ -241,7 +260,8 @@ void TcpTransport::pump_rx(int peer) {
       on_header(peer);
       continue;
     }
-    // Refill the staging buffer.
+    // Refill the staging buffer (keeping what is left of it).
+    staged = rx.stage_end - rx.stage_begin;
     if (rx.stage_begin > 0) {
       std::memmove(rx.stage.data(), rx.stage.data() + rx.stage_begin, staged);
       rx.stage_begin = 0;

@@ -64,6 +64,8 @@ class TcpTransport final : public Transport {
   RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<std::byte> data) override;
   bool poll() override;
+  void spin_begin() override;
+  void spin_end(bool satisfied) override;
   void close() override;
   void abort(const std::string& reason) override;
 
@@ -150,6 +152,7 @@ class TcpTransport final : public Transport {
   std::exception_ptr failure_;  // once set, every request fails with it
   bool closing_ = false;
 
+  std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside
   std::atomic<bool> stop_{false};
   std::thread progress_;
 };

@@ -1,0 +1,102 @@
+#include "collectives/tuner/selection.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+
+namespace chorus {
+namespace {
+
+CollectiveKind parse_kind(std::string_view name) {
+  for (auto kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::allgather,
+                    CollectiveKind::reduce_scatter, CollectiveKind::barrier})
+    if (collective_name(kind) == name) return kind;
+  throw UsageError(fmt::format("CHORUS_ALGO: unknown collective '{}'", name));
+}
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    auto pos = text.find(sep);
+    parts.push_back(text.substr(0, pos));
+    if (pos == std::string_view::npos) return parts;
+    text.remove_prefix(pos + 1);
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& algorithms_for(CollectiveKind kind) {
+  static const std::vector<std::string> allreduce = {"ring", "recursive_doubling"};
+  static const std::vector<std::string> ring = {"ring"};
+  static const std::vector<std::string> barrier = {"dissemination"};
+  switch (kind) {
+    case CollectiveKind::allreduce:
+      return allreduce;
+    case CollectiveKind::barrier:
+      return barrier;
+    default:
+      return ring;
+  }
+}
+
+AlgoOverride AlgoOverride::parse(std::string_view text) {
+  AlgoOverride result;
+  for (auto entry : split(text, ';')) {
+    if (entry.empty()) continue;
+    auto colon = entry.find(':');
+    if (colon == std::string_view::npos)
+      throw UsageError(fmt::format("CHORUS_ALGO: '{}' is not collective:rules", entry));
+    CollectiveKind kind = parse_kind(entry.substr(0, colon));
+    const auto& known = algorithms_for(kind);
+    for (auto rule_text : split(entry.substr(colon + 1), ',')) {
+      auto dash = rule_text.find('-');
+      auto algo_colon = rule_text.find(':');
+      if (dash == std::string_view::npos || algo_colon == std::string_view::npos ||
+          dash > algo_colon)
+        throw UsageError(fmt::format("CHORUS_ALGO: rule '{}' is not lo-hi:algorithm", rule_text));
+      AlgoRule rule;
+      rule.lo = parse_bytes(rule_text.substr(0, dash));
+      auto hi = rule_text.substr(dash + 1, algo_colon - dash - 1);
+      rule.hi = hi == "inf" ? SIZE_MAX : parse_bytes(hi);
+      rule.algo = std::string(rule_text.substr(algo_colon + 1));
+      if (rule.lo >= rule.hi)
+        throw UsageError(fmt::format("CHORUS_ALGO: empty size range in '{}'", rule_text));
+      if (std::find(known.begin(), known.end(), rule.algo) == known.end())
+        throw UsageError(fmt::format("CHORUS_ALGO: {} has no algorithm '{}' (known: {})",
+                                     collective_name(kind), rule.algo, fmt::join(known, ", ")));
+      result.rules_[kind].push_back(rule);
+    }
+  }
+  return result;
+}
+
+std::string AlgoOverride::lookup(CollectiveKind kind, std::size_t bytes) const {
+  auto it = rules_.find(kind);
+  if (it == rules_.end()) return "";
+  for (const auto& rule : it->second)
+    if (bytes >= rule.lo && bytes < rule.hi) return rule.algo;
+  return "";
+}
+
+AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
+                            const AlgoOverride& user, std::size_t small_allreduce_max) {
+  if (auto forced = user.lookup(kind, bytes); !forced.empty())
+    return {forced, fmt::format("CHORUS_ALGO chose it for {} bytes", bytes)};
+  if (kind == CollectiveKind::allreduce) {
+    if (ranks > 1 && bytes <= small_allreduce_max)
+      return {"recursive_doubling",
+              fmt::format("{} bytes <= {} (CHORUS_ALLREDUCE_SMALL_MAX): latency-bound, "
+                          "log2(n) steps beat the ring's 2(n-1)",
+                          bytes, small_allreduce_max)};
+    return {"ring", fmt::format("{} bytes > {}: bandwidth-bound, the ring sends 2(n-1)/n of "
+                                "the buffer per rank",
+                                bytes, small_allreduce_max)};
+  }
+  return {algorithms_for(kind).front(), "the only algorithm for this collective so far"};
+}
+
+}  // namespace chorus
