@@ -204,12 +204,15 @@ def main():
     for n in nps:
         # runs[config][size] -> list of rows
         runs = {c: {} for c in configs}
+        loads = []  # 1-minute load average before and after each invocation
         for r in range(args.runs):
             for config in configs:
                 print("# np=%d run %d/%d %s ..." % (n, r + 1, args.runs, config), file=sys.stderr,
                       flush=True)
+                loads.append(os.getloadavg()[0])
                 rows, summary, error = run_one(command(config, n), args.timeout + 30,
                                                args.verbose)
+                loads.append(os.getloadavg()[0])
                 if error:
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
                     print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
@@ -223,7 +226,7 @@ def main():
         med = {c: {s: {"busbw": median_or_none([x["busbw_gbps"] for x in runs[c].get(s, [])]),
                        "time": median_or_none([x["time_us"] for x in runs[c].get(s, [])]),
                        "n": len(runs[c].get(s, []))} for s in sizes} for c in configs}
-        report["results"][str(n)] = {"runs": runs, "medians": med}
+        report["results"][str(n)] = {"runs": runs, "medians": med, "loadavg": loads}
 
         print()
         print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s; Open MPI %s)" %
@@ -267,6 +270,11 @@ def main():
                 line += ", %.2f over sizes >= 1M" % math.exp(
                     sum(math.log(x) for x in big_ratios) / len(big_ratios))
             print(line)
+        cpus = os.cpu_count() or 1
+        print("## 1-min load average around the runs: %.1f..%.1f on %d CPUs%s" %
+              (min(loads), max(loads), cpus,
+               " (other work was running: numbers are perturbed)" if max(loads) > cpus + n
+               else ""))
         sys.stdout.flush()
 
     print("\n# compare.py: %.0fs, %s" % (time.monotonic() - started,

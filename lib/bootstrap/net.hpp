@@ -1,6 +1,5 @@
-// Small socket helpers shared by the TCP store server, its client and the
-// launcher. They live in chorus::bootstrap so that they never collide with the
-// transports' own helpers.
+// Small socket helpers shared by the TCP store server, its client, the
+// launcher and the TCP transport (which only adds what set-up needs on top).
 #pragma once
 
 #include <sys/socket.h>
@@ -29,6 +28,7 @@ class UniqueFd {
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
   int release() {
     int fd = fd_;
     fd_ = -1;

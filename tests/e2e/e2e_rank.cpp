@@ -8,6 +8,7 @@
 //                  checked allreduce and exits 0.
 // SIGTERM is ignored so that chorusrun's stop does not race the survivors'
 // reports (chorusrun falls back to SIGKILL after its grace period).
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,12 +46,13 @@ int connect_as_stranger(int target) {
   auto deadline = chorus::Deadline::after(std::chrono::seconds(20));
   chorus::TcpStoreClient store(config.store_addr, config.job_token, deadline);
   std::string addr = store.get("comm0/tcp/addr/" + std::to_string(target), deadline);
-  auto [host, port] = chorus::tcp::split_host_port(addr);
-  auto fd = chorus::tcp::connect_to(host, port, deadline);
+  auto fd = chorus::bootstrap::connect_with_retry(addr, deadline);
   auto hello = chorus::tcp::make_hello("not-the-job-token", 0, target, config.world_size);
   chorus::tcp::write_all(fd.get(), chorus::tcp::bytes_of(hello), deadline);
   char byte;
-  ssize_t n = ::recv(fd.get(), &byte, 1, 0);  // blocks until the rank closes
+  pollfd p{fd.get(), POLLIN, 0};
+  ::poll(&p, 1, 20000);  // until the rank answers or closes
+  ssize_t n = ::recv(fd.get(), &byte, 1, MSG_DONTWAIT);
   std::printf("rank 0: stranger connection to rank %d at %s %s\n", target, addr.c_str(),
               n == 0 ? "was closed (refused)" : "got an answer (WRONG)");
   std::fflush(stdout);

@@ -1,54 +1,32 @@
-// Thin POSIX socket helpers for the TCP transport (IPv4 and IPv6).
+// Socket helpers of the TCP transport, on top of lib/bootstrap/net.hpp (file
+// descriptors, host:port parsing, connecting with retry, writing with a
+// deadline), adding what connection set-up needs: a listener on an ephemeral
+// port, socket tuning, and exact reads/writes that throw.
 #pragma once
-
-#include <sys/socket.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 
+#include "lib/bootstrap/net.hpp"
 #include "lib/core/deadline.hpp"
 
 namespace chorus::tcp {
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset();
+using Fd = bootstrap::UniqueFd;
 
- private:
-  int fd_ = -1;
-};
-
-// "host:port" or "[v6]:port" -> host, port. Throws UsageError.
-std::pair<std::string, uint16_t> split_host_port(const std::string& addr);
-std::string join_host_port(const std::string& host, uint16_t port);
-
-// Listens on host (numeric address) with a kernel-chosen port.
+// Listens on host (numeric address) with a kernel-chosen port; non-blocking.
 Fd listen_on(const std::string& host, uint16_t* port_out);
-// Connects to host:port, retrying refused connections until the deadline.
-// Throws IoError(CHORUS_ERR_IO / CHORUS_ERR_TIMEOUT).
-Fd connect_to(const std::string& host, uint16_t port, const Deadline& deadline);
 
-void set_nonblocking(int fd, bool on);
+// TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF when buffer_bytes > 0.
 void set_stream_options(int fd, std::size_t buffer_bytes);
 
-// Blocking-with-deadline exact reads and writes (poll-based), used only during
-// connection set-up. Throw IoError on error, EOF or deadline.
+// "host:port" of the other end of a connected socket ("unknown" on error).
+std::string peer_address(int fd);
+
+// Exact writes and reads with a deadline (poll-based), used during connection
+// set-up. Throw IoError on error, EOF or deadline.
 void write_all(int fd, std::span<const std::byte> data, const Deadline& deadline);
 void read_exact(int fd, std::span<std::byte> data, const Deadline& deadline);
 

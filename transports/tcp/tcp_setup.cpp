@@ -1,7 +1,5 @@
 // Connection set-up of the TCP transport, and the handshake of every accepted
 // connection (during set-up and, for strangers, afterwards).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -19,24 +17,6 @@ namespace {
 
 spdlog::logger& log() {
   return logger("tcp");
-}
-
-std::string peer_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown";
-  char host[INET6_ADDRSTRLEN] = {};
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  }
-  return join_host_port(host, port);
 }
 
 void epoll_add(int epfd, int fd, uint32_t events, uint64_t id) {
@@ -67,16 +47,14 @@ void TcpTransport::establish(Store& store) {
   auto deadline = Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(options_.connect_timeout_s)));
   listen_fd_ = listen_on(options_.bind_host, &listen_port_);
-  set_nonblocking(listen_fd_.get(), true);
   epoll_add(epoll_fd_.get(), listen_fd_.get(), EPOLLIN, kListenId);
-  const std::string my_addr = join_host_port(options_.bind_host, listen_port_);
+  const std::string my_addr = bootstrap::format_host_port(options_.bind_host, listen_port_);
   store.set(fmt::format("{}addr/{}", options_.key_prefix, me), my_addr);
   log().debug("rank {} listening on {}", me, my_addr);
 
   for (int j = 0; j < me; ++j) {
     std::string addr = store.get(fmt::format("{}addr/{}", options_.key_prefix, j), deadline);
-    auto [host, port] = split_host_port(addr);
-    Fd fd = connect_to(host, port, deadline);
+    Fd fd = bootstrap::connect_with_retry(addr, deadline);
     set_stream_options(fd.get(), options_.socket_buffer);
     Hello hello = make_hello(options_.token, me, j, n);
     write_all(fd.get(), bytes_of(hello), deadline);
@@ -131,7 +109,7 @@ void TcpTransport::establish(Store& store) {
 }
 
 void TcpTransport::register_peer_fd(int peer) {
-  set_nonblocking(peers_[peer].fd.get(), true);
+  bootstrap::set_nonblocking(peers_[peer].fd.get());
   epoll_add(epoll_fd_.get(), peers_[peer].fd.get(), EPOLLIN, static_cast<uint64_t>(peer));
 }
 
@@ -181,7 +159,6 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
                       from, options_.rank);
     } else {
       HelloAck ack{kHelloMagic, from};
-      set_nonblocking(s.fd.get(), false);
       try {
         write_all(s.fd.get(), bytes_of(ack), Deadline::after(std::chrono::seconds(5)));
       } catch (const IoError& e) {

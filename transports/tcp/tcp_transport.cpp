@@ -122,12 +122,29 @@ void TcpTransport::spin_begin() {
   spinners_.fetch_add(1, std::memory_order_seq_cst);
 }
 
-// A satisfied waiter returns to the caller, who usually waits again soon: the
-// progress thread stays asleep (it wakes on its own within 50 ms) instead of
-// being woken and fighting the next spin. A waiter about to sleep wakes it.
+// A satisfied waiter returns to the caller, who often waits again soon: if
+// nothing is in flight, the progress thread stays asleep (it wakes on its own
+// within 50 ms) instead of being woken to fight the next spin. If sends are
+// queued or receives posted, it must run now so that transfers overlap what
+// the caller does next (a reduction). A waiter about to sleep always wakes it.
 void TcpTransport::spin_end(bool satisfied) {
-  if (spinners_.fetch_sub(1, std::memory_order_seq_cst) == 1 && !satisfied)
-    futex_wake_all(spinners_);
+  if (spinners_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  bool wake = !satisfied;
+  if (!wake) {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    wake = !lock.owns_lock() || io_in_flight_locked();
+  }
+  if (wake) futex_wake_all(spinners_);
+}
+
+bool TcpTransport::io_in_flight_locked() const {
+  for (const auto& p : peers_) {
+    if (p.gone) continue;
+    if (!p.sendq.empty() || p.rx.request) return true;
+    for (const auto& [tag, queue] : p.posted)
+      if (!queue.empty()) return true;
+  }
+  return false;
 }
 
 void TcpTransport::progress_loop() {

@@ -138,6 +138,7 @@ class TcpTransport final : public Transport {
   void enqueue_locked(int peer, SendOp op);
   std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
                                     const CallSignature& mine, std::size_t my_bytes) const;
+  bool io_in_flight_locked() const;
   void progress_loop();
 
   TcpOptions options_;
