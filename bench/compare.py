@@ -270,11 +270,10 @@ def main():
                 line += ", %.2f over sizes >= 1M" % math.exp(
                     sum(math.log(x) for x in big_ratios) / len(big_ratios))
             print(line)
-        cpus = os.cpu_count() or 1
-        print("## 1-min load average around the runs: %.1f..%.1f on %d CPUs%s" %
-              (min(loads), max(loads), cpus,
-               " (other work was running: numbers are perturbed)" if max(loads) > cpus + n
-               else ""))
+        print("## 1-min load average: %.1f before the first run, %.1f..%.1f around the runs "
+              "(%d CPUs; the load includes the benchmark's own %d ranks: anything well above "
+              "that means other work competed)" %
+              (loads[0], min(loads), max(loads), os.cpu_count() or 1, n))
         sys.stdout.flush()
 
     print("\n# compare.py: %.0fs, %s" % (time.monotonic() - started,

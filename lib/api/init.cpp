@@ -2,8 +2,6 @@
 // environment), the store, the transport.
 #include <fmt/format.h>
 
-#include <atomic>
-
 #include "lib/api/handles.hpp"
 #include "lib/bootstrap/env.hpp"
 #include "lib/core/error.hpp"
@@ -12,10 +10,6 @@
 
 namespace chorus::api {
 namespace {
-
-// Each init in a process gets its own store namespace; every rank of a job
-// initialises communicators in the same order, so the n-th ones meet.
-std::atomic<int> init_counter{0};
 
 BootstrapInfo info_from(const chorus_init_config_t& c) {
   if (c.size < sizeof(chorus_init_config_t) || c.version / 100 != CHORUS_VERSION / 100)
@@ -53,7 +47,10 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   auto deadline = Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(config.connect_timeout_s)));
   std::shared_ptr<StoreHandle> store = open_store(info, deadline);
-  int instance = init_counter.fetch_add(1);
+  // Each communicator of a job gets its own store namespace: every rank
+  // initialises them in the same order, so the n-th ones of all ranks meet
+  // (a counter per rank in the store, so thread ranks of one process work too).
+  int64_t instance = store->add(fmt::format("instances/rank{}", info.rank), 1);
 
   tcp::TcpOptions options;
   options.rank = info.rank;

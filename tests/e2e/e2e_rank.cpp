@@ -45,7 +45,7 @@ int connect_as_stranger(int target) {
   const auto& config = chorus::global_config();
   auto deadline = chorus::Deadline::after(std::chrono::seconds(20));
   chorus::TcpStoreClient store(config.store_addr, config.job_token, deadline);
-  std::string addr = store.get("comm0/tcp/addr/" + std::to_string(target), deadline);
+  std::string addr = store.get("comm1/tcp/addr/" + std::to_string(target), deadline);
   auto fd = chorus::bootstrap::connect_with_retry(addr, deadline);
   auto hello = chorus::tcp::make_hello("not-the-job-token", 0, target, config.world_size);
   chorus::tcp::write_all(fd.get(), chorus::tcp::bytes_of(hello), deadline);

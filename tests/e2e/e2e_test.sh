@@ -2,7 +2,7 @@
 # End-to-end checks through chorusrun. Usage: e2e_test.sh CASE CHORUSRUN E2E_RANK [EXAMPLE]
 # Every case bounds its own time and leaves no process behind.
 set -uo pipefail
-case_name=$1 chorusrun=$2 e2e=$3 example=${4:-}
+case_name=$1 chorusrun=$2 e2e=$3 example=${4:-} example_cpp=${5:-}
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 fail() { echo "FAIL ($case_name): $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; tail -n 40 "$err"; exit 1; }
@@ -14,6 +14,12 @@ case $case_name in
     rc=$?
     [ $rc -eq 0 ] || fail "exit status $rc"
     [ "$(grep -c ': 0 wrong' "$out")" -eq 4 ] || fail "not every rank reported 0 wrong"
+    ;;
+  example-cpp)
+    timeout 120 "$chorusrun" -np 3 "$example_cpp" >"$out" 2>"$err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    [ "$(grep -c 'C++ API: 0 wrong' "$out")" -eq 3 ] || fail "not every rank reported 0 wrong"
     ;;
   kill)
     np=4 victim=2
@@ -50,6 +56,7 @@ case $case_name in
 esac
 # Nothing of the job may survive it.
 sleep 0.2
-left=$(pgrep -x "$(basename "$e2e")"; [ -n "$example" ] && pgrep -x "$(basename "$example")")
+left=$(pgrep -x "$(basename "$e2e")"; [ -n "$example" ] && pgrep -x "$(basename "$example")"
+  [ -n "$example_cpp" ] && pgrep -x "$(basename "$example_cpp")")
 [ -z "$left" ] || fail "processes left behind: $left"
 echo "PASS ($case_name)"

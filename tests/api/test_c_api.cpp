@@ -1,0 +1,225 @@
+// The C API, used as a program would: thread ranks of one process each call
+// chorus_init with an explicit configuration against an in-process store.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "include/chorus.h"
+#include "lib/bootstrap/tcp_store.hpp"
+
+namespace {
+
+const char* kToken = "api-test";
+
+// Runs body(rank, comm) on n thread ranks, each with its own communicator.
+// Returns the per-rank results of the bodies (CHORUS_SUCCESS when fine).
+std::vector<int> run(int n, const std::function<int(int, chorus_comm_t)>& body) {
+  chorus::TcpStoreServer server(kToken);
+  const std::string addr = server.address();
+  std::vector<int> results(n, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      chorus_init_config_t config = CHORUS_INIT_CONFIG_INITIALIZER;
+      config.rank = r;
+      config.world_size = n;
+      config.store_addr = addr.c_str();
+      config.job_token = kToken;
+      chorus_comm_t comm = nullptr;
+      if (chorus_init(&config, &comm) != CHORUS_SUCCESS) {
+        results[r] = 1000;
+        return;
+      }
+      results[r] = body(r, comm);
+      chorus_comm_destroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+bool all_zero(const std::vector<int>& v) {
+  return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
+}
+
+}  // namespace
+
+TEST_CASE("c api: version, result strings, rank and size") {
+  CHECK(chorus_version() == CHORUS_VERSION);
+  for (int code = 0; code < CHORUS_RESULT_COUNT_; ++code)
+    CHECK(std::strlen(chorus_result_string(static_cast<chorus_result_t>(code))) > 0);
+  auto results = run(3, [](int rank, chorus_comm_t comm) {
+    int r = -1, s = -1;
+    if (chorus_comm_rank(comm, &r) != CHORUS_SUCCESS || r != rank) return 1;
+    if (chorus_comm_size(comm, &s) != CHORUS_SUCCESS || s != 3) return 2;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: blocking collectives give the right answers") {
+  const int n = 3;
+  auto results = run(n, [n](int rank, chorus_comm_t comm) {
+    std::vector<int64_t> in(1001), out(1001);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = int64_t(i) * (rank + 1);
+    if (chorus_allreduce(comm, in.data(), out.data(), in.size(), CHORUS_INT64, CHORUS_SUM, 0))
+      return 1;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (out[i] != int64_t(i) * 6) return 2;  // 1 + 2 + 3
+    std::vector<double> b(10, rank == 1 ? 3.5 : 0.0);
+    if (chorus_broadcast(comm, b.data(), b.size(), CHORUS_FLOAT64, 1, 0)) return 3;
+    if (b[9] != 3.5) return 4;
+    std::vector<int32_t> mine(4, rank), all(4 * n);
+    if (chorus_allgather(comm, mine.data(), all.data(), 4, CHORUS_INT32, 0)) return 5;
+    for (int i = 0; i < 4 * n; ++i)
+      if (all[i] != i / 4) return 6;
+    std::vector<float> rs_in(2 * n), rs_out(2);
+    for (int i = 0; i < 2 * n; ++i) rs_in[i] = float(i + rank);
+    if (chorus_reduce_scatter(comm, rs_in.data(), rs_out.data(), 2, CHORUS_FLOAT32, CHORUS_MAX, 0))
+      return 7;
+    if (rs_out[0] != float(2 * rank + n - 1)) return 8;
+    if (chorus_barrier(comm, 0)) return 9;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: non-blocking collectives run in order; wait and test") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    std::vector<float> a(100000, float(rank + 1)), b(7, rank == 0 ? 2.0f : 0.0f);
+    chorus_request_t r1 = nullptr, r2 = nullptr, r3 = nullptr;
+    if (chorus_iallreduce(comm, a.data(), a.data(), a.size(), CHORUS_FLOAT32, CHORUS_SUM, &r1))
+      return 1;
+    if (chorus_ibroadcast(comm, b.data(), b.size(), CHORUS_FLOAT32, 0, &r2)) return 2;
+    if (chorus_ibarrier(comm, &r3)) return 3;
+    if (chorus_wait(&r1, 20000) != CHORUS_SUCCESS || r1 != nullptr) return 4;
+    int done = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      if (chorus_test(&r2, &done) != CHORUS_SUCCESS) return 5;
+      if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (!done || r2 != nullptr) return 6;
+    if (chorus_wait(&r3, 20000) != CHORUS_SUCCESS) return 7;
+    if (a[99999] != 3.0f || b[6] != 2.0f) return 8;
+    // A blocking call after non-blocking ones keeps the order.
+    int32_t x = rank;
+    if (chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 0) || x != 1) return 9;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: a wait that times out leaves the request valid") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    int32_t x = 1;
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // late partner
+      return chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 0) == CHORUS_SUCCESS &&
+                     x == 2
+                 ? 0
+                 : 1;
+    }
+    chorus_request_t req = nullptr;
+    if (chorus_iallreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &req)) return 2;
+    if (chorus_wait(&req, 20) != CHORUS_ERR_TIMEOUT || req == nullptr) return 3;
+    if (std::strstr(chorus_comm_last_error(comm), "allreduce") == nullptr) return 4;
+    if (chorus_wait(&req, 20000) != CHORUS_SUCCESS || x != 2) return 5;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: bad input is refused without breaking the communicator") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    float buf[8] = {};
+    if (chorus_allreduce(comm, nullptr, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, 0) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 1;
+    if (std::strstr(chorus_comm_last_error(comm), "NULL") == nullptr) return 2;
+    if (chorus_allreduce(comm, buf, buf, 8, static_cast<chorus_dtype_t>(99), CHORUS_SUM, 0) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 3;
+    if (chorus_allreduce(comm, buf, buf, 8, CHORUS_FLOAT32, static_cast<chorus_op_t>(42), 0) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 4;
+    if (chorus_allreduce(comm, buf, buf + 1, 4, CHORUS_FLOAT32, CHORUS_SUM, 0) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 5;  // partial overlap
+    if (chorus_broadcast(comm, buf, 8, CHORUS_FLOAT32, 2, 0) != CHORUS_ERR_INVALID_ARGUMENT)
+      return 6;  // no rank 2
+    if (chorus_allreduce(comm, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, -5) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 7;
+    if (chorus_allreduce(nullptr, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, 0) == CHORUS_SUCCESS)
+      return 8;
+    // None of that took a sequence number: a real call still matches up.
+    buf[0] = float(rank + 1);
+    if (chorus_allreduce(comm, buf, buf, 1, CHORUS_FLOAT32, CHORUS_SUM, 0) != CHORUS_SUCCESS ||
+        buf[0] != 3.0f)
+      return 9;
+    // Zero-count calls with NULL buffers are fine.
+    if (chorus_allreduce(comm, nullptr, nullptr, 0, CHORUS_FLOAT32, CHORUS_SUM, 0)) return 10;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: abort fails the other ranks quickly; destroyed handles are refused") {
+  auto results = run(3, [](int rank, chorus_comm_t comm) {
+    if (rank == 0) {
+      if (chorus_comm_abort(comm, "test abort")) return 1;
+      int32_t x = 0;
+      return chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 0) == CHORUS_ERR_ABORTED
+                 ? 0
+                 : 2;
+    }
+    std::vector<float> v(1000, 1.0f);
+    auto start = std::chrono::steady_clock::now();
+    chorus_result_t rc =
+        chorus_allreduce(comm, v.data(), v.data(), v.size(), CHORUS_FLOAT32, CHORUS_SUM, 30000);
+    auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rc != CHORUS_ERR_ABORTED) return 3;
+    if (std::strstr(chorus_comm_last_error(comm), "test abort") == nullptr) return 4;
+    return seconds < 10 ? 0 : 5;
+  });
+  CHECK(all_zero(results));
+
+  chorus::TcpStoreServer server(kToken);
+  const std::string addr = server.address();
+  chorus_init_config_t config = CHORUS_INIT_CONFIG_INITIALIZER;
+  config.rank = 0;
+  config.world_size = 1;
+  config.store_addr = addr.c_str();
+  config.job_token = kToken;
+  chorus_comm_t comm = nullptr;
+  REQUIRE(chorus_init(&config, &comm) == CHORUS_SUCCESS);
+  float x = 2.0f;
+  CHECK(chorus_allreduce(comm, &x, &x, 1, CHORUS_FLOAT32, CHORUS_PROD, 0) == CHORUS_SUCCESS);
+  CHECK(x == 2.0f);
+  REQUIRE(chorus_comm_destroy(comm) == CHORUS_SUCCESS);
+  int rank = -1;
+  CHECK(chorus_comm_rank(comm, &rank) == CHORUS_ERR_INVALID_USAGE);
+  CHECK(chorus_comm_destroy(comm) == CHORUS_ERR_INVALID_USAGE);
+}
+
+TEST_CASE("c api: init validates its configuration") {
+  chorus_init_config_t config = CHORUS_INIT_CONFIG_INITIALIZER;
+  chorus_comm_t comm = nullptr;
+  config.rank = 3;
+  config.world_size = 2;
+  config.store_addr = "127.0.0.1:1";
+  CHECK(chorus_init(&config, &comm) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(comm == nullptr);
+  config.rank = 0;
+  config.store_addr = nullptr;
+  CHECK(chorus_init(&config, &comm) == CHORUS_ERR_INVALID_ARGUMENT);
+  config = CHORUS_INIT_CONFIG_INITIALIZER;
+  config.size = 4;  // a caller built against a different struct
+  CHECK(chorus_init(&config, &comm) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(chorus_init(nullptr, &comm) == CHORUS_ERR_INVALID_ARGUMENT);
+}
