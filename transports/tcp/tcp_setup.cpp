@@ -110,7 +110,8 @@ void TcpTransport::establish(Store& store) {
 
 void TcpTransport::register_peer_fd(int peer) {
   bootstrap::set_nonblocking(peers_[peer].fd.get());
-  epoll_add(epoll_fd_.get(), peers_[peer].fd.get(), EPOLLIN, static_cast<uint64_t>(peer));
+  epoll_add(epoll_fd_.get(), peers_[peer].fd.get(), EPOLLIN | EPOLLRDHUP,
+            static_cast<uint64_t>(peer));
 }
 
 void TcpTransport::accept_strangers() {

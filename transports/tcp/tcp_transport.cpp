@@ -97,6 +97,20 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     }
     return request;
   }
+  if (p.rx.awaiting_recv && p.rx.header.tag == tag) {
+    // The frame held back in the socket is this receive's: read it into place.
+    RxState& rx = p.rx;
+    rx.awaiting_recv = false;
+    if (!(rx.header.sig == sig) || rx.length != data.size()) {
+      request->completion().fail(mismatch_error(peer, rx.header.sig, rx.length, sig, data.size()));
+    } else {
+      rx.dst = data.data();
+      rx.request = request;
+    }
+    update_interest(peer);
+    pump_rx(peer);
+    return request;
+  }
   if (p.gone || p.said_goodbye) {
     request->completion().fail(
         io_error(CHORUS_ERR_PEER_FAILURE,
@@ -183,7 +197,19 @@ void TcpTransport::process_events(const epoll_event* events, int count) {
       int peer = static_cast<int>(id);
       if (peers_[peer].gone) continue;
       if (events[i].events & EPOLLOUT) flush(peer);
-      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) pump_rx(peer);
+      if (peers_[peer].rx.awaiting_recv &&
+          (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        // The peer is going away with a frame still waiting in the socket:
+        // take it aside so that what follows it (an abort notice, the EOF)
+        // is read and reported for what it is.
+        RxState& rx = peers_[peer].rx;
+        rx.awaiting_recv = false;
+        rx.holding.resize(rx.length);
+        rx.dst = rx.holding.data();
+        rx.keep = true;
+        update_interest(peer);
+      }
+      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pump_rx(peer);
     }
   }
 }
@@ -234,13 +260,15 @@ void TcpTransport::flush(int peer) {
 
 void TcpTransport::update_interest(int peer) {
   Peer& p = peers_[peer];
-  bool want = !p.sendq.empty() && !p.gone;
-  if (want == p.want_write) return;
+  if (p.gone) return;
+  uint32_t events =
+      EPOLLRDHUP | (p.rx.awaiting_recv ? 0u : EPOLLIN) | (p.sendq.empty() ? 0u : EPOLLOUT);
+  if (events == p.events) return;
   epoll_event ev{};
-  ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+  ev.events = events;
   ev.data.u64 = static_cast<uint64_t>(peer);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
-  p.want_write = want;
+  p.events = events;
 }
 
 // Reads everything the socket has: headers and small payloads through the
@@ -248,7 +276,7 @@ void TcpTransport::update_interest(int peer) {
 void TcpTransport::pump_rx(int peer) {
   Peer& p = peers_[peer];
   RxState& rx = p.rx;
-  while (!p.gone) {
+  while (!p.gone && !rx.awaiting_recv) {
     std::size_t staged = rx.stage_end - rx.stage_begin;
     if (rx.in_payload) {
       std::size_t take = std::min(staged, rx.length - rx.received);
@@ -332,6 +360,11 @@ void TcpTransport::on_header(int peer) {
       }
       return;
     }
+  }
+  if (type == FrameType::data && !failure_ && rx.length >= options_.hold_back_min) {
+    rx.awaiting_recv = true;
+    update_interest(peer);
+    return;
   }
   if (type != FrameType::goodbye && !(type == FrameType::data && failure_)) {
     rx.holding.resize(rx.length);
@@ -445,6 +478,10 @@ void TcpTransport::fail_all_locked(std::exception_ptr error) {
     if (p.rx.in_payload && static_cast<FrameType>(p.rx.header.type) == FrameType::data) {
       p.rx.dst = nullptr;  // drain the rest of an unexpected frame too
       p.rx.keep = false;
+      if (p.rx.awaiting_recv) {
+        p.rx.awaiting_recv = false;
+        update_interest(static_cast<int>(&p - peers_.data()));
+      }
     }
     // The frame at the front may be half written: keep it (with its own copy
     // of the data) so the stream stays well-formed; drop the rest.

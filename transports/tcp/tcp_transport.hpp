@@ -46,6 +46,7 @@ struct TcpOptions {
   std::string key_prefix = "tcp/";  // store namespace of this transport instance
   std::size_t socket_buffer = 4 << 20;
   std::size_t zero_copy_min = 4096;
+  std::size_t hold_back_min = 64 * 1024;  // unexpected frames from this size wait in the socket
   double connect_timeout_s = 60;
   double close_timeout_s = 30;
 };
@@ -95,15 +96,19 @@ class TcpTransport final : public Transport {
     FrameHeader header{};
     std::byte* dst = nullptr;  // null: discard the payload
     std::size_t length = 0, received = 0;
-    RequestPtr request;              // the posted receive being filled, if any
-    bool keep = false;               // payload goes to `holding` (unexpected / abort reason)
+    RequestPtr request;  // the posted receive being filled, if any
+    bool keep = false;   // payload goes to `holding` (unexpected / abort reason)
+    // A large frame arrived before its receive: the socket is not read until
+    // the receive is posted (TCP flow control holds the sender back), so large
+    // payloads never land in freshly allocated memory and are never copied twice.
+    bool awaiting_recv = false;
     std::vector<std::byte> holding;  // unexpected payload or abort reason
   };
   struct Peer {
     Fd fd;
-    bool said_goodbye = false;  // peer announced a clean close
-    bool gone = false;          // socket finished (EOF or error)
-    bool want_write = false;    // EPOLLOUT registered
+    bool said_goodbye = false;               // peer announced a clean close
+    bool gone = false;                       // socket finished (EOF or error)
+    uint32_t events = EPOLLIN | EPOLLRDHUP;  // what epoll watches for this socket now
     std::deque<SendOp> sendq;
     RxState rx;
     std::map<uint32_t, std::deque<PostedRecv>> posted;
