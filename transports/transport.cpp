@@ -17,8 +17,9 @@ bool all_done(std::span<const RequestPtr> requests) {
 template <typename Describe>
 void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
                    const Deadline& deadline, int spin_us, Describe&& describe_call) {
-  // Spin on all requests at once, driving the transport; then sleep on each.
-  if (spin_us > 0 && !all_done(requests)) {
+  // Spin on all requests at once, driving the transport; then let the
+  // transport put this thread to sleep until they are done.
+  if (!all_done(requests)) {
     transport.spin_begin();
     auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
     unsigned round = 0;
@@ -26,11 +27,17 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
       if (transport.poll()) round = 0;
       spin_pause(round++);
     }
-    transport.spin_end(all_done(requests));
+    for (const auto& request : requests) {
+      while (request && !request->done() && !deadline.expired())
+        transport.wait_for_progress(
+            *request, std::min<std::chrono::nanoseconds>(deadline.remaining(),
+                                                         std::chrono::milliseconds(10)));
+    }
+    transport.spin_end(true);
   }
   for (const auto& request : requests) {
     if (!request) continue;
-    if (!request->completion().wait(deadline, 0)) {
+    if (!request->done()) {
       std::string pending;
       for (const auto& r : requests) {
         if (!r || r->done()) continue;

@@ -75,6 +75,13 @@ class Transport {
   // will not sleep), so the progress thread need not be woken at once.
   virtual void spin_begin() {}
   virtual void spin_end(bool /*satisfied*/) {}
+  // Between spin_begin and spin_end: sleeps until something may have moved
+  // for `pending` (or `timeout` passes). The default sleeps on its completion
+  // flag; a transport whose waiters can take the I/O themselves (TCP: the
+  // waiter sleeps in epoll) saves the hand-off through its progress thread.
+  virtual void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) {
+    pending.completion().wait(Deadline::after(timeout), 0);
+  }
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;

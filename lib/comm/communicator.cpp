@@ -74,6 +74,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr
       config_(config),
       tag_(tag),
       algo_override_(AlgoOverride::parse(config.algo)) {
+  config_.spin_us = resolve_spin_us(config_.spin_us, size());
   worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -106,9 +108,22 @@ std::vector<ConfigVar> build_registry() {
                  c.segment_bytes = b;
                },
                [](const Config& c) { return format_bytes(c.segment_bytes); }});
-  r.push_back(int_var("CHORUS_SPIN_US", "50",
-                      "Microseconds a wait polls before it blocks (0: block at once).",
-                      &Config::spin_us, 0));
+  r.push_back({"CHORUS_SPIN_US", "auto",
+               "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50, or 0 "
+               "when this host has more ranks than cores.",
+               [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.spin_us = -1;
+                   return;
+                 }
+                 const int64_t n = parse_int(v);
+                 if (n < 0 || n > 10'000'000)
+                   throw UsageError(fmt::format("{} is out of range [0, 10000000] (or auto)", n));
+                 c.spin_us = static_cast<int>(n);
+               },
+               [](const Config& c) {
+                 return c.spin_us < 0 ? std::string("auto") : std::to_string(c.spin_us);
+               }});
   r.push_back({"CHORUS_TRANSPORT", "auto", "Force a transport: auto or tcp.",
                [](Config& c, std::string_view v) {
                  std::string t = lower(v);
@@ -171,6 +186,13 @@ Config load_config(const EnvLookup& env) {
     }
   }
   return config;
+}
+
+int resolve_spin_us(int configured, int ranks_on_host) {
+  if (configured >= 0) return configured;
+  cpu_set_t set;
+  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return ranks_on_host > cores ? 0 : 50;
 }
 
 const Config& global_config() {

@@ -25,12 +25,12 @@ struct Config {
   std::string host_id;  // overrides the detected host identity (tests, containers)
 
   std::string log_level = "warn";
-  double timeout_s = 300;                      // default deadline of every blocking call
-  double connect_timeout_s = 60;               // bootstrap and connection set-up
-  std::size_t segment_bytes = 1 << 20;         // pipelining unit of ring algorithms
-  int spin_us = 50;                            // spin before blocking in waits
-  std::string transport = "auto";              // auto | tcp
-  std::string algo;                            // override grammar, e.g. "allreduce:0-64K:ring"
+  double timeout_s = 300;               // default deadline of every blocking call
+  double connect_timeout_s = 60;        // bootstrap and connection set-up
+  std::size_t segment_bytes = 1 << 20;  // pipelining unit of ring algorithms
+  int spin_us = -1;                     // spin before sleeping in waits; -1: auto (resolve_spin_us)
+  std::string transport = "auto";       // auto | tcp
+  std::string algo;                     // override grammar, e.g. "allreduce:0-64K:ring"
   std::size_t allreduce_small_max = 32 << 10;  // recursive doubling up to here
   std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
@@ -55,6 +55,10 @@ std::span<const ConfigVar> config_registry();
 // Parses every registered variable present in env; throws UsageError naming the
 // variable and the bad value.
 Config load_config(const EnvLookup& env);
+
+// CHORUS_SPIN_US=auto: spinning pays only while every rank has a core; with
+// more ranks on this host than cores, a spinner steals the core its peer needs.
+int resolve_spin_us(int configured, int ranks_on_host);
 
 // The process-wide configuration, read from the environment once.
 const Config& global_config();

@@ -219,3 +219,14 @@ TEST_CASE("process_env and map_env lookups", "[config]") {
   CHECK(env("B") == std::optional<std::string>(""));
   CHECK_FALSE(env("C").has_value());
 }
+
+TEST_CASE("CHORUS_SPIN_US: auto spins only while every rank has a core", "[config]") {
+  using namespace chorus;
+  CHECK(load_config(map_env({})).spin_us == -1);
+  CHECK(load_config(map_env({{"CHORUS_SPIN_US", "auto"}})).spin_us == -1);
+  CHECK(load_config(map_env({{"CHORUS_SPIN_US", "7"}})).spin_us == 7);
+  CHECK(resolve_spin_us(7, 1000) == 7);
+  CHECK(resolve_spin_us(0, 1) == 0);
+  CHECK(resolve_spin_us(-1, 1) == 50);
+  CHECK(resolve_spin_us(-1, 100000) == 0);
+}

@@ -67,6 +67,7 @@ class TcpTransport final : public Transport {
   bool poll() override;
   void spin_begin() override;
   void spin_end(bool satisfied) override;
+  void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void close() override;
   void abort(const std::string& reason) override;
 
