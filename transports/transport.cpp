@@ -8,46 +8,54 @@ namespace chorus {
 
 namespace {
 
-bool all_done(std::span<const RequestPtr> requests) {
-  for (const auto& r : requests)
-    if (r && !r->done()) return false;
-  return true;
+// The first request not yet done (null when all are), and whether any failed.
+Request* first_pending(std::span<const RequestPtr> requests, bool* any_failed) {
+  Request* pending = nullptr;
+  *any_failed = false;
+  for (const auto& r : requests) {
+    if (!r) continue;
+    if (r->completion().failed()) *any_failed = true;
+    if (!pending && !r->done()) pending = r.get();
+  }
+  return pending;
 }
 
 template <typename Describe>
 void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
                    const Deadline& deadline, int spin_us, Describe&& describe_call) {
   // Spin on all requests at once, driving the transport; then let the
-  // transport put this thread to sleep until they are done.
-  if (!all_done(requests)) {
+  // transport put this thread to sleep until they are done. A failure ends
+  // the wait at once: the others may never complete.
+  bool failed = false;
+  Request* pending = first_pending(requests, &failed);
+  if (pending && !failed) {
     transport.spin_begin();
     auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
     unsigned round = 0;
-    while (!all_done(requests) && Clock::now() < spin_end) {
+    while (pending && !failed && Clock::now() < spin_end) {
       if (transport.poll()) round = 0;
       spin_pause(round++);
+      pending = first_pending(requests, &failed);
     }
-    for (const auto& request : requests) {
-      while (request && !request->done() && !deadline.expired())
-        transport.wait_for_progress(
-            *request, std::min<std::chrono::nanoseconds>(deadline.remaining(),
-                                                         std::chrono::milliseconds(10)));
+    while (pending && !failed && !deadline.expired()) {
+      transport.wait_for_progress(
+          *pending,
+          std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(10)));
+      pending = first_pending(requests, &failed);
     }
     transport.spin_end(true);
   }
-  for (const auto& request : requests) {
-    if (!request) continue;
-    if (!request->done()) {
-      std::string pending;
-      for (const auto& r : requests) {
-        if (!r || r->done()) continue;
-        if (!pending.empty()) pending += ", ";
-        pending += fmt::format("{} rank {}", r->is_send() ? "send to" : "receive from", r->peer());
-      }
-      throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("rank {}: {} timed out waiting on {}",
-                                                    transport.rank(), describe_call(), pending));
+  for (const auto& r : requests)
+    if (r && r->completion().failed()) r->completion().rethrow_if_failed();
+  if (pending) {
+    std::string waiting;
+    for (const auto& r : requests) {
+      if (!r || r->done()) continue;
+      if (!waiting.empty()) waiting += ", ";
+      waiting += fmt::format("{} rank {}", r->is_send() ? "send to" : "receive from", r->peer());
     }
-    request->completion().rethrow_if_failed();
+    throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("rank {}: {} timed out waiting on {}",
+                                                  transport.rank(), describe_call(), waiting));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "collectives/patterns/recursive_doubling.hpp"
 #include "lib/core/config.hpp"
 #include "lib/core/error.hpp"
 
@@ -82,19 +83,44 @@ std::string AlgoOverride::lookup(CollectiveKind kind, std::size_t bytes) const {
   return "";
 }
 
+CostModel CostModel::defaults(int ranks_on_host, int cores) {
+  CostModel m;
+  if (cores > 0 && ranks_on_host > cores) m.alpha_us = 20.0 * ranks_on_host / cores;
+  return m;
+}
+
+double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const CostModel& m) {
+  const double b = static_cast<double>(bytes);
+  const double n = ranks;
+  double steps = 0, wire = 0, reduced = 0;
+  if (algo == "ring") {
+    // reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.
+    steps = 2 * (n - 1);
+    wire = 2 * (n - 1) / n * b;
+    reduced = (n - 1) / n * b;
+  } else {
+    // recursive doubling: log2(p) full exchanges, plus fold/unfold of extras.
+    const int p = patterns::pow2_floor(ranks);
+    const double rounds = patterns::rd_rounds(ranks);
+    const double extra = p == ranks ? 0 : 1;
+    steps = rounds + 2 * extra;
+    wire = (rounds + 2 * extra) * b;
+    reduced = (rounds + extra) * b;
+  }
+  return steps * m.alpha_us + wire * m.us_per_byte + reduced * m.reduce_us_per_byte;
+}
+
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
-                            const AlgoOverride& user, std::size_t small_allreduce_max) {
+                            const AlgoOverride& user, const CostModel& model) {
   if (auto forced = user.lookup(kind, bytes); !forced.empty())
     return {forced, fmt::format("CHORUS_ALGO chose it for {} bytes", bytes)};
-  if (kind == CollectiveKind::allreduce) {
-    if (ranks > 1 && bytes <= small_allreduce_max)
-      return {"recursive_doubling",
-              fmt::format("{} bytes <= {} (CHORUS_ALLREDUCE_SMALL_MAX): latency-bound, "
-                          "log2(n) steps beat the ring's 2(n-1)",
-                          bytes, small_allreduce_max)};
-    return {"ring", fmt::format("{} bytes > {}: bandwidth-bound, the ring sends 2(n-1)/n of "
-                                "the buffer per rank",
-                                bytes, small_allreduce_max)};
+  if (kind == CollectiveKind::allreduce && ranks > 1) {
+    const double ring = estimate_us("ring", bytes, ranks, model);
+    const double rd = estimate_us("recursive_doubling", bytes, ranks, model);
+    return {rd < ring ? "recursive_doubling" : "ring",
+            fmt::format("cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
+                        "recursive doubling {:.1f} us",
+                        bytes, ranks, model.alpha_us, ring, rd)};
   }
   return {algorithms_for(kind).front(), "the only algorithm for this collective so far"};
 }

@@ -1,7 +1,6 @@
 // Algorithm selection: the user's override (CHORUS_ALGO) first, then the
-// default rule. The full cost model (steps * alpha + bytes / beta with
-// calibrated link parameters) replaces the default rule later; the override
-// grammar is already the final one:
+// cheapest algorithm by a cost model (steps * alpha + bytes / beta + reduced
+// bytes * gamma). The override grammar:
 //
 //   CHORUS_ALGO = entry (';' entry)*
 //   entry       = collective ':' rule (',' rule)*
@@ -9,7 +8,7 @@
 //
 // e.g. "allreduce:0-64K:recursive_doubling,64K-inf:ring". A rule covers
 // message sizes lo <= bytes < hi (per-rank buffer bytes). Sizes no rule covers
-// fall back to the default rule.
+// fall back to the cost model.
 #pragma once
 
 #include <cstddef>
@@ -49,7 +48,22 @@ struct AlgoChoice {
   std::string why;
 };
 
+// The cost model: a message step costs alpha, every byte on the critical path
+// 1/beta, every byte reduced gamma. Until measured link parameters arrive
+// (calibration data), defaults() gives what loopback TCP shows on these
+// machines: alpha grows when ranks outnumber cores, because then every step
+// waits for a sleeping rank to be scheduled.
+struct CostModel {
+  double alpha_us = 10;                // per message step
+  double us_per_byte = 0.0004;         // 1/beta: ~2.5 GB/s
+  double reduce_us_per_byte = 0.0002;  // gamma: ~5 GB/s
+  static CostModel defaults(int ranks_on_host, int cores);
+};
+
+// Estimated time of one call with `algo` (microseconds).
+double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const CostModel& model);
+
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
-                            const AlgoOverride& user, std::size_t small_allreduce_max);
+                            const AlgoOverride& user, const CostModel& model);
 
 }  // namespace chorus

@@ -68,13 +68,15 @@ bool Work::wait(const Deadline& deadline, int spin_us) {
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-                           const Config& config, uint32_t tag)
+                           const Config& config, int ranks_on_host, uint32_t tag)
     : transport_(std::move(transport)),
       keepalive_(std::move(keepalive)),
       config_(config),
       tag_(tag),
       algo_override_(AlgoOverride::parse(config.algo)) {
-  config_.spin_us = resolve_spin_us(config_.spin_us, size());
+  if (ranks_on_host <= 0) ranks_on_host = size();
+  config_.spin_us = resolve_spin_us(config_.spin_us, ranks_on_host);
+  cost_model_ = CostModel::defaults(ranks_on_host, online_cores());
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -241,8 +243,8 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
   // Every rank derives the same choice from the same inputs; the algorithm is
   // part of the signature, so ranks configured differently fail as a mismatch.
-  AlgoChoice choice = choose_algorithm(CollectiveKind::allreduce, bytes, size(), algo_override_,
-                                       config_.allreduce_small_max);
+  AlgoChoice choice =
+      choose_algorithm(CollectiveKind::allreduce, bytes, size(), algo_override_, cost_model_);
   const bool ring = choice.algo == "ring";
   sig.algo = ring ? 1 : 2;
   return std::make_shared<Work>(sig, [=, why = std::move(choice.why)](CollectiveContext& ctx) {

@@ -50,8 +50,10 @@ class Communicator {
  public:
   // `keepalive` owns whatever must outlive the transport (the store, a store
   // server hosted by this rank).
+  // ranks_on_host: how many ranks of the job share this machine (it sets the
+  // spinning policy and the cost model); 0 means all of them.
   Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-               const Config& config, uint32_t tag = 1);
+               const Config& config, int ranks_on_host = 0, uint32_t tag = 1);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -109,7 +111,8 @@ class Communicator {
   Config config_;
   uint32_t tag_;
   AlgoOverride algo_override_;  // parsed CHORUS_ALGO
-  ScratchPool scratch_;         // used only by the executing call (one at a time)
+  CostModel cost_model_;
+  ScratchPool scratch_;  // used only by the executing call (one at a time)
 
   // Lock order: mu_ is never held while a collective runs.
   std::mutex mu_;

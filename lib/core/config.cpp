@@ -136,10 +136,6 @@ std::vector<ConfigVar> build_registry() {
                       "Algorithm override: collective:lo-hi:algo[,lo-hi:algo][;...], e.g. "
                       "allreduce:0-64K:recursive_doubling,64K-inf:ring.",
                       &Config::algo));
-  r.push_back(bytes_var("CHORUS_ALLREDUCE_SMALL_MAX", "32K",
-                        "Allreduce buffers up to this size use recursive doubling, larger ones "
-                        "the ring (unless CHORUS_ALGO says otherwise).",
-                        &Config::allreduce_small_max));
   r.push_back(str_var("CHORUS_TCP_BIND_ADDR", "",
                       "Address TCP listens on (default: the address used to reach the store).",
                       &Config::tcp_bind_addr));
@@ -188,11 +184,14 @@ Config load_config(const EnvLookup& env) {
   return config;
 }
 
+int online_cores() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
 int resolve_spin_us(int configured, int ranks_on_host) {
   if (configured >= 0) return configured;
-  cpu_set_t set;
-  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return ranks_on_host > cores ? 0 : 50;
+  return ranks_on_host > online_cores() ? 0 : 50;
 }
 
 const Config& global_config() {

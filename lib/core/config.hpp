@@ -31,7 +31,6 @@ struct Config {
   int spin_us = -1;                     // spin before sleeping in waits; -1: auto (resolve_spin_us)
   std::string transport = "auto";       // auto | tcp
   std::string algo;                     // override grammar, e.g. "allreduce:0-64K:ring"
-  std::size_t allreduce_small_max = 32 << 10;  // recursive doubling up to here
   std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
   std::size_t tcp_zero_copy_min = 4096;  // receive straight into user buffers from this size
@@ -59,6 +58,8 @@ Config load_config(const EnvLookup& env);
 // CHORUS_SPIN_US=auto: spinning pays only while every rank has a core; with
 // more ranks on this host than cores, a spinner steals the core its peer needs.
 int resolve_spin_us(int configured, int ranks_on_host);
+// Cores this process may run on (its CPU affinity).
+int online_cores();
 
 // The process-wide configuration, read from the environment once.
 const Config& global_config();
