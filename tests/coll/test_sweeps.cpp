@@ -88,7 +88,23 @@ TEST_CASE("one-element segments and a larger prime",
   }
 }
 
-TEST_CASE("ring allreduce: large count", "[allreduce][large]") {
+TEST_CASE("ring allreduce: count 1000003, every rank count, dtype and op", "[allreduce][large]") {
+  // Placement and segment size alternate across the sweep so that both
+  // placements and multi-segment chunks run for every rank count.
+  int i = 0;
+  for (int n : kRanks) {
+    for (DataType dt : kDtypes) {
+      for (ReduceOp op : kOps) {
+        ++i;
+        Case c{n, kBig, dt, op, i % 2 == 0, i % 3 == 0 ? kDefaultSegment : 64 << 10, 0};
+        INFO(describe_case(c));
+        REQUIRE(check_allreduce(c) == "");
+      }
+    }
+  }
+}
+
+TEST_CASE("ring allreduce: large count, chosen cases", "[allreduce][large]") {
   const Case cases[] = {
       {3, kBig, DataType::f32, ReduceOp::sum, true, kDefaultSegment, 0},
       {8, kBig, DataType::bf16, ReduceOp::avg, false, 64 << 10, 0},
