@@ -110,19 +110,33 @@ double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const 
   return steps * m.alpha_us + wire * m.us_per_byte + reduced * m.reduce_us_per_byte;
 }
 
+std::string AlgoChoice::why() const {
+  if (forced) return fmt::format("CHORUS_ALGO chose {} for {} bytes", algo, bytes);
+  if (ring_us == 0 && recursive_doubling_us == 0)
+    return "the only algorithm for this collective so far";
+  return fmt::format(
+      "cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
+      "recursive doubling {:.1f} us",
+      bytes, ranks, alpha_us, ring_us, recursive_doubling_us);
+}
+
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
                             const AlgoOverride& user, const CostModel& model) {
-  if (auto forced = user.lookup(kind, bytes); !forced.empty())
-    return {forced, fmt::format("CHORUS_ALGO chose it for {} bytes", bytes)};
-  if (kind == CollectiveKind::allreduce && ranks > 1) {
-    const double ring = estimate_us("ring", bytes, ranks, model);
-    const double rd = estimate_us("recursive_doubling", bytes, ranks, model);
-    return {rd < ring ? "recursive_doubling" : "ring",
-            fmt::format("cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
-                        "recursive doubling {:.1f} us",
-                        bytes, ranks, model.alpha_us, ring, rd)};
+  AlgoChoice choice;
+  choice.bytes = bytes;
+  choice.ranks = ranks;
+  choice.alpha_us = model.alpha_us;
+  if (auto forced = user.lookup(kind, bytes); !forced.empty()) {
+    choice.algo = forced;
+    choice.forced = true;
+  } else if (kind == CollectiveKind::allreduce && ranks > 1) {
+    choice.ring_us = estimate_us("ring", bytes, ranks, model);
+    choice.recursive_doubling_us = estimate_us("recursive_doubling", bytes, ranks, model);
+    choice.algo = choice.recursive_doubling_us < choice.ring_us ? "recursive_doubling" : "ring";
+  } else {
+    choice.algo = algorithms_for(kind).front();
   }
-  return {algorithms_for(kind).front(), "the only algorithm for this collective so far"};
+  return choice;
 }
 
 }  // namespace chorus

@@ -11,6 +11,8 @@
 // fall back to the cost model.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <map>
 #include <string>
@@ -45,7 +47,12 @@ const std::vector<std::string>& algorithms_for(CollectiveKind kind);
 
 struct AlgoChoice {
   std::string algo;
-  std::string why;
+  // Why, in numbers (words only when logged: see the formatter below).
+  bool forced = false;  // CHORUS_ALGO said so
+  std::size_t bytes = 0;
+  int ranks = 0;
+  double alpha_us = 0, ring_us = 0, recursive_doubling_us = 0;
+  std::string why() const;
 };
 
 // The cost model: a message step costs alpha, every byte on the critical path
@@ -67,3 +74,11 @@ AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
                             const AlgoOverride& user, const CostModel& model);
 
 }  // namespace chorus
+
+template <>
+struct fmt::formatter<chorus::AlgoChoice> : fmt::formatter<std::string> {
+  template <typename Context>
+  auto format(const chorus::AlgoChoice& choice, Context& ctx) const {
+    return fmt::formatter<std::string>::format(choice.why(), ctx);
+  }
+};

@@ -247,13 +247,13 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
       choose_algorithm(CollectiveKind::allreduce, bytes, size(), algo_override_, cost_model_);
   const bool ring = choice.algo == "ring";
   sig.algo = ring ? 1 : 2;
-  return std::make_shared<Work>(sig, [=, why = std::move(choice.why)](CollectiveContext& ctx) {
+  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
     if (ring) {
-      log().debug("{}: ring (reduce-scatter + allgather, segments of {} bytes): {}",
-                  describe(ctx.sig), ctx.segment_bytes, why);
+      log().debug("{}: ring (reduce-scatter + allgather, segments of {} bytes): {}", ctx.sig,
+                  ctx.segment_bytes, choice);
       ring_allreduce(ctx, send, recv, count, dtype, op);
     } else {
-      log().debug("{}: recursive doubling: {}", describe(ctx.sig), why);
+      log().debug("{}: recursive doubling: {}", ctx.sig, choice);
       recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
     }
   });
@@ -267,7 +267,7 @@ WorkPtr Communicator::make_broadcast(void* buf, std::size_t count, DataType dtyp
     throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, size()));
   auto sig = signature(CollectiveKind::broadcast, count, dtype, ReduceOp::sum, root);
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring broadcast", describe(ctx.sig));
+    log().debug("{}: pipelined ring broadcast", ctx.sig);
     ring_broadcast(ctx, buf, count, dtype, root);
   });
 }
@@ -287,7 +287,7 @@ WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t s
         "rank * sendcount)");
   auto sig = signature(CollectiveKind::allgather, sendcount, dtype, ReduceOp::sum, -1);
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring allgather", describe(ctx.sig));
+    log().debug("{}: pipelined ring allgather", ctx.sig);
     ring_allgather(ctx, send, recv, sendcount, dtype);
   });
 }
@@ -307,7 +307,7 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
         "sendbuf + rank * recvcount)");
   auto sig = signature(CollectiveKind::reduce_scatter, recvcount, dtype, op, -1);
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring reduce-scatter", describe(ctx.sig));
+    log().debug("{}: pipelined ring reduce-scatter", ctx.sig);
     ring_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
   });
 }
@@ -315,7 +315,7 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
 WorkPtr Communicator::make_barrier() {
   auto sig = signature(CollectiveKind::barrier, 0, DataType::u8, ReduceOp::sum, -1);
   return std::make_shared<Work>(sig, [](CollectiveContext& ctx) {
-    log().debug("{}: dissemination barrier", describe(ctx.sig));
+    log().debug("{}: dissemination barrier", ctx.sig);
     dissemination_barrier(ctx);
   });
 }

@@ -4,6 +4,8 @@
 // both ranks and both calls.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string>
 
@@ -42,3 +44,13 @@ std::string_view collective_name(CollectiveKind kind);
 std::string describe(const CallSignature& sig);
 
 }  // namespace chorus
+
+// Lets log lines take a signature as an argument, so it is only described
+// when the line is actually written.
+template <>
+struct fmt::formatter<chorus::CallSignature> : fmt::formatter<std::string> {
+  template <typename Context>
+  auto format(const chorus::CallSignature& sig, Context& ctx) const {
+    return fmt::formatter<std::string>::format(chorus::describe(sig), ctx);
+  }
+};

@@ -290,6 +290,7 @@ void TcpTransport::update_interest(int peer) {
 void TcpTransport::pump_rx(int peer) {
   Peer& p = peers_[peer];
   RxState& rx = p.rx;
+  bool drained = false;  // a short read means the socket is empty: skip the EAGAIN call
   while (!p.gone && !rx.awaiting_recv) {
     std::size_t staged = rx.stage_end - rx.stage_begin;
     if (rx.in_payload) {
@@ -306,9 +307,11 @@ void TcpTransport::pump_rx(int peer) {
       // The stage is empty here. Read big remainders straight into place.
       std::size_t left = rx.length - rx.received;
       if (rx.dst && left >= options_.zero_copy_min) {
+        if (drained) return;
         ssize_t n = ::recv(p.fd.get(), rx.dst + rx.received, left, MSG_DONTWAIT);
         if (n > 0) {
           rx.received += static_cast<std::size_t>(n);
+          drained = static_cast<std::size_t>(n) < left;
           continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -326,10 +329,12 @@ void TcpTransport::pump_rx(int peer) {
       rx.stage_begin = 0;
       rx.stage_end = staged;
     }
-    ssize_t n = ::recv(p.fd.get(), rx.stage.data() + rx.stage_end, rx.stage.size() - rx.stage_end,
-                       MSG_DONTWAIT);
+    if (drained) return;
+    const std::size_t room = rx.stage.size() - rx.stage_end;
+    ssize_t n = ::recv(p.fd.get(), rx.stage.data() + rx.stage_end, room, MSG_DONTWAIT);
     if (n > 0) {
       rx.stage_end += static_cast<std::size_t>(n);
+      drained = static_cast<std::size_t>(n) < room;
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
