@@ -9,6 +9,7 @@
 #include "collectives/allreduce/ring.hpp"
 #include "collectives/barrier/dissemination.hpp"
 #include "collectives/broadcast/ring.hpp"
+#include "collectives/common/validate.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
@@ -24,22 +25,16 @@ std::chrono::nanoseconds seconds(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
+// Bytes of count * multiplier elements, refusing overflow (collectives/common/validate.hpp).
 std::size_t checked_bytes(std::size_t count, DataType dtype, std::size_t multiplier,
                           const char* what) {
   std::size_t elem = dtype_size(dtype);
-  if (count != 0 && (SIZE_MAX / elem / multiplier) < count)
-    throw UsageError(fmt::format("{}: count {} overflows the address space", what, count));
-  return count * elem * multiplier;
+  return checked_total(count, static_cast<int>(multiplier), elem, what) * elem;
 }
 
 void check_buffer(const void* p, std::size_t bytes, const char* name, const char* what) {
   if (bytes > 0 && p == nullptr)
     throw UsageError(fmt::format("{}: {} is NULL with a non-zero count", what, name));
-}
-
-bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
 void check_dtype_op(int dtype, int op, const char* what, bool has_op) {
@@ -238,7 +233,7 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   std::size_t bytes = checked_bytes(count, dtype, 1, "allreduce");
   check_buffer(send, bytes, "sendbuf", "allreduce");
   check_buffer(recv, bytes, "recvbuf", "allreduce");
-  if (send != recv && overlap(send, bytes, recv, bytes))
+  if (send != recv && overlaps(send, bytes, recv, bytes))
     throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
   // Every rank derives the same choice from the same inputs; the algorithm is
@@ -281,7 +276,7 @@ WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t s
   check_buffer(send, bytes, "sendbuf", "allgather");
   check_buffer(recv, total, "recvbuf", "allgather");
   bool in_place = send == static_cast<const std::byte*>(recv) + bytes * rank();
-  if (!in_place && overlap(send, bytes, recv, total))
+  if (!in_place && overlaps(send, bytes, recv, total))
     throw UsageError(
         "allgather: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + "
         "rank * sendcount)");
@@ -301,7 +296,7 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
   check_buffer(send, total, "sendbuf", "reduce_scatter");
   check_buffer(recv, bytes, "recvbuf", "reduce_scatter");
   bool in_place = recv == static_cast<const std::byte*>(send) + bytes * rank();
-  if (!in_place && overlap(send, total, recv, bytes))
+  if (!in_place && overlaps(send, total, recv, bytes))
     throw UsageError(
         "reduce_scatter: recvbuf overlaps sendbuf (in place means recvbuf == "
         "sendbuf + rank * recvcount)");
