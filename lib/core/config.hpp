@@ -55,8 +55,9 @@ std::span<const ConfigVar> config_registry();
 // variable and the bad value.
 Config load_config(const EnvLookup& env);
 
-// CHORUS_SPIN_US=auto: spinning pays only while every rank has a core; with
-// more ranks on this host than cores, a spinner steals the core its peer needs.
+// CHORUS_SPIN_US=auto: spinning pays while the partner is likely running; with
+// more than twice as many ranks on this host as cores, a spinner only steals
+// the core its peer needs.
 int resolve_spin_us(int configured, int ranks_on_host);
 // Cores this process may run on (its CPU affinity).
 int online_cores();

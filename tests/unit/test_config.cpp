@@ -228,5 +228,7 @@ TEST_CASE("CHORUS_SPIN_US: auto spins only while every rank has a core", "[confi
   CHECK(resolve_spin_us(7, 1000) == 7);
   CHECK(resolve_spin_us(0, 1) == 0);
   CHECK(resolve_spin_us(-1, 1) == 50);
+  CHECK(resolve_spin_us(-1, 2 * online_cores()) == 50);
+  CHECK(resolve_spin_us(-1, 2 * online_cores() + 1) == 0);
   CHECK(resolve_spin_us(-1, 100000) == 0);
 }
