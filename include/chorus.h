@@ -41,7 +41,8 @@ typedef enum {
   CHORUS_ERR_ABORTED = 9,          /* the communicator was aborted */
   CHORUS_ERR_INTERNAL = 10,        /* an invariant of Chorus was violated (a bug) */
   CHORUS_ERR_NO_MEMORY = 11,       /* allocation failed */
-  CHORUS_RESULT_COUNT_ = 12
+  CHORUS_RESULT_COUNT_ = 12,
+  CHORUS_RESULT_MAX_ENUM_ = 0x7fffffff /* makes every int a valid value (C++ callers) */
 } chorus_result_t;
 
 typedef enum {
@@ -55,7 +56,8 @@ typedef enum {
   CHORUS_UINT32 = 7,
   CHORUS_INT64 = 8,
   CHORUS_UINT64 = 9,
-  CHORUS_DTYPE_COUNT_ = 10
+  CHORUS_DTYPE_COUNT_ = 10,
+  CHORUS_DTYPE_MAX_ENUM_ = 0x7fffffff /* a bad value from C is refused, not undefined */
 } chorus_dtype_t;
 
 typedef enum {
@@ -64,7 +66,8 @@ typedef enum {
   CHORUS_MIN = 2,
   CHORUS_MAX = 3,
   CHORUS_AVG = 4,
-  CHORUS_OP_COUNT_ = 5
+  CHORUS_OP_COUNT_ = 5,
+  CHORUS_OP_MAX_ENUM_ = 0x7fffffff
 } chorus_op_t;
 
 typedef struct chorus_comm* chorus_comm_t;
