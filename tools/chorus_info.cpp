@@ -25,11 +25,13 @@ void print_plan(const chorus::Config& config, int ranks, int ranks_on_host) {
   auto model = chorus::CostModel::defaults(ranks_on_host, chorus::online_cores());
   fmt::print("allreduce plan for {} ranks ({} on this host, {} cores){}\n", ranks, ranks_on_host,
              chorus::online_cores(), user.empty() ? "" : ", with CHORUS_ALGO");
-  fmt::print("{:>10}  {:<20} {}\n", "bytes", "algorithm", "why");
+  fmt::print("{:>10}  {:<20} {:>8}  {}\n", "bytes", "algorithm", "segment", "why");
   for (std::size_t bytes = 8; bytes <= (std::size_t(1) << 30); bytes *= 4) {
     auto choice =
         chorus::choose_algorithm(chorus::CollectiveKind::allreduce, bytes, ranks, user, model);
-    fmt::print("{:>10}  {:<20} {}\n", chorus::format_bytes(bytes), choice.algo, choice.why());
+    auto segment = chorus::ring_segment_bytes(bytes, ranks, model, config.segment_bytes);
+    fmt::print("{:>10}  {:<20} {:>8}  {}\n", chorus::format_bytes(bytes), choice.algo,
+               choice.algo == "ring" ? chorus::format_bytes(segment) : "-", choice.why());
   }
 }
 

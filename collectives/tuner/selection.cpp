@@ -85,7 +85,10 @@ std::string AlgoOverride::lookup(CollectiveKind kind, std::size_t bytes) const {
 
 CostModel CostModel::defaults(int ranks_on_host, int cores) {
   CostModel m;
-  if (cores > 0 && ranks_on_host > cores) m.alpha_us = 20.0 * ranks_on_host / cores;
+  if (cores > 0 && ranks_on_host > cores) {
+    m.alpha_us = 20.0 * ranks_on_host / cores;
+    m.oversubscribed = true;
+  }
   return m;
 }
 
@@ -108,6 +111,15 @@ double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const 
     reduced = (rounds + extra) * b;
   }
   return steps * m.alpha_us + wire * m.us_per_byte + reduced * m.reduce_us_per_byte;
+}
+
+std::size_t ring_segment_bytes(std::size_t bytes, int ranks, const CostModel& model,
+                               std::size_t configured) {
+  constexpr std::size_t kMin = 256 << 10, kMax = 1 << 20;
+  if (configured != 0) return configured;
+  if (model.oversubscribed) return kMax;
+  const std::size_t chunk = bytes / static_cast<std::size_t>(std::max(ranks, 1));
+  return std::clamp<std::size_t>(chunk / 16, kMin, kMax);
 }
 
 std::string AlgoChoice::why() const {

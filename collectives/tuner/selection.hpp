@@ -64,6 +64,7 @@ struct CostModel {
   double alpha_us = 10;                // per message step
   double us_per_byte = 0.0004;         // 1/beta: ~2.5 GB/s
   double reduce_us_per_byte = 0.0002;  // gamma: ~5 GB/s
+  bool oversubscribed = false;         // more ranks on this host than cores
   static CostModel defaults(int ranks_on_host, int cores);
 };
 
@@ -72,6 +73,14 @@ double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const 
 
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
                             const AlgoOverride& user, const CostModel& model);
+
+// Segment size of the ring pipelines for a call of `bytes` per rank:
+// `configured` when the user set one; else about 16 segments per chunk, within
+// [256K, 1M], so that transfer and reduction overlap even for a few MiB (while
+// segments stay large enough that per-message costs do not dominate). When
+// ranks outnumber cores every extra step costs a wake-up: 1M.
+std::size_t ring_segment_bytes(std::size_t bytes, int ranks, const CostModel& model,
+                               std::size_t configured);
 
 }  // namespace chorus
 

@@ -169,7 +169,7 @@ void Communicator::execute(Work& work) {
                           tag_,
                           work.sig_,
                           work.deadline_ ? *work.deadline_ : default_deadline(),
-                          config_.segment_bytes,
+                          segment_bytes_for(work.sig_),
                           config_.spin_us};
     try {
       work.body_(ctx);
@@ -191,6 +191,15 @@ void Communicator::execute(Work& work) {
   // futex call and a context switch per collective.
   if (turn_waiters_ > 0) turn_cv_.notify_all();
   if (!queue_.empty()) work_cv_.notify_one();
+}
+
+// The ring pipelines' segment size for this call (per-rank buffer bytes).
+std::size_t Communicator::segment_bytes_for(const CallSignature& sig) const {
+  auto kind = static_cast<CollectiveKind>(sig.kind);
+  std::size_t ranks_factor =
+      kind == CollectiveKind::allgather || kind == CollectiveKind::reduce_scatter ? size() : 1;
+  std::size_t bytes = sig.count * dtype_size(static_cast<DataType>(sig.dtype)) * ranks_factor;
+  return ring_segment_bytes(bytes, size(), cost_model_, config_.segment_bytes);
 }
 
 void Communicator::abort(const std::string& reason) {

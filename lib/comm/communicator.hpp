@@ -103,6 +103,7 @@ class Communicator {
   WorkPtr run_async(WorkPtr work);
   void assign_seq_locked(Work& work);
   void execute(Work& work);
+  std::size_t segment_bytes_for(const CallSignature& sig) const;
   void worker_loop();
   void check_usable_locked() const;
 

@@ -100,14 +100,21 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(seconds_var("CHORUS_CONNECT_TIMEOUT", "60",
                           "Deadline for bootstrap and connection set-up.",
                           &Config::connect_timeout_s));
-  r.push_back({"CHORUS_SEGMENT_SIZE", "1M",
-               "Largest message of a pipelined algorithm step (bytes, K/M/G suffixes).",
+  r.push_back({"CHORUS_SEGMENT_SIZE", "auto",
+               "Largest message of a pipelined algorithm step (bytes, K/M/G suffixes); auto: "
+               "256K to 1M by message size (see chorus-info --plan).",
                [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.segment_bytes = 0;
+                   return;
+                 }
                  auto b = parse_bytes(v);
                  if (b < 8) throw UsageError("CHORUS_SEGMENT_SIZE must be at least 8 bytes");
                  c.segment_bytes = b;
                },
-               [](const Config& c) { return format_bytes(c.segment_bytes); }});
+               [](const Config& c) {
+                 return c.segment_bytes == 0 ? std::string("auto") : format_bytes(c.segment_bytes);
+               }});
   r.push_back({"CHORUS_SPIN_US", "auto",
                "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50, or 0 "
                "when this host has more than twice as many ranks as cores.",

@@ -53,3 +53,13 @@ TEST_CASE("cost model: latency-bound sizes take recursive doubling, large ones t
   CHECK(choose_algorithm(CollectiveKind::allreduce, 8, 4, forced, CostModel{}).algo == "ring");
   CHECK(choose_algorithm(CollectiveKind::allreduce, 8, 1, none, CostModel{}).algo == "ring");
 }
+
+TEST_CASE("ring segments: about 16 per chunk within [256K, 1M]; the user's size wins", "[tuner]") {
+  const CostModel quiet = CostModel::defaults(2, 2), busy = CostModel::defaults(8, 2);
+  CHECK(ring_segment_bytes(8, 2, quiet, 0) == 256 << 10);
+  CHECK(ring_segment_bytes(2 << 20, 2, quiet, 0) == 256 << 10);
+  CHECK(ring_segment_bytes(16 << 20, 2, quiet, 0) == 512 << 10);
+  CHECK(ring_segment_bytes(256 << 20, 2, quiet, 0) == 1 << 20);
+  CHECK(ring_segment_bytes(2 << 20, 8, busy, 0) == 1 << 20);
+  CHECK(ring_segment_bytes(2 << 20, 2, quiet, 4096) == 4096);
+}
