@@ -66,11 +66,9 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   logger("comm").info("rank {} of {} ready ({} via {}, transport {})", info.rank, info.world_size,
                       info.store_addr, info.source, transport_name);
 
-  Config comm_config = config;
-  comm_config.spin_us =
-      resolve_spin_us(config.spin_us, info.local_size > 0 ? info.local_size : info.world_size);
   auto handle = std::make_unique<chorus_comm>();
-  handle->comm = std::make_unique<Communicator>(std::move(transport), store, comm_config);
+  handle->comm =
+      std::make_unique<Communicator>(std::move(transport), store, config, info.local_size);
   chorus_comm_t raw = handle.release();
   register_comm(raw);
   return raw;
