@@ -522,7 +522,8 @@ int main(int argc, char** argv) {
   app.add_option("-d,--datatype", o.dtype,
                  "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64");
   app.add_option("-o,--op", o.op, "sum prod min max avg (reducing collectives)");
-  app.add_option("-a,--algo", o.algo, "Algorithm: auto, ring or recursive_doubling (allreduce; sets CHORUS_ALGO)");
+  app.add_option("-a,--algo", o.algo,
+                 "Algorithm: auto, ring or recursive_doubling (allreduce; sets CHORUS_ALGO)");
   app.add_option("-t,--transport", o.transport, "Transport (sets CHORUS_TRANSPORT): auto or tcp");
   app.add_option("-r,--root", o.root, "Root of broadcast");
   app.add_flag("-J,--json", o.json, "Print one JSON object per line instead of the table");

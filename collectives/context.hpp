@@ -32,9 +32,7 @@ struct CollectiveContext {
     return transport.irecv(peer, tag, sig, data);
   }
   void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin_us, sig); }
-  void wait(std::span<const RequestPtr> rs) {
-    wait_all(transport, rs, deadline, spin_us, sig);
-  }
+  void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin_us, sig); }
 };
 
 }  // namespace chorus

@@ -94,9 +94,9 @@ TEST_CASE("tcp: messages of every size arrive intact, posted before or after arr
   auto world = make_world(server, 2, "sizes/");
   auto& a = *world[0];
   auto& b = *world[1];
-  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(8), std::size_t(4095),
-                        std::size_t(4096), std::size_t(65536), std::size_t(65536 + 56), std::size_t(100003),
-                        std::size_t(9) << 20}) {
+  for (std::size_t n :
+       {std::size_t(0), std::size_t(1), std::size_t(8), std::size_t(4095), std::size_t(4096),
+        std::size_t(65536), std::size_t(65536 + 56), std::size_t(100003), std::size_t(9) << 20}) {
     for (bool receive_first : {true, false}) {
       INFO("message of " << n << " bytes, receive posted " << (receive_first ? "first" : "later"));
       auto data = pattern(n, static_cast<int>(n % 97));
