@@ -21,7 +21,8 @@ namespace {
 // Rewrite it, but only among chorusrun's own options, never in the program's
 // arguments.
 std::vector<std::string> normalise_args(int argc, char** argv) {
-  static const std::set<std::string> takes_value = {"-n", "-np", "--np", "--timeout", "-x"};
+  static const std::set<std::string> takes_value = {"-n",        "-np", "--np",
+                                                    "--timeout", "-x",  "--bind-to"};
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("-x", options.exports,
                  "Export VAR (its value here) or set VAR=VALUE in every rank; repeatable")
       ->allow_extra_args(false);
+  app.add_option("--bind-to", options.bind_to,
+                 "core: pin rank r to the r-th usable CPU; none; auto (default): core when "
+                 "there are at least as many CPUs as ranks")
+      ->check(CLI::IsMember({"auto", "core", "none"}));
   app.add_flag("--tf-config", options.tf_config,
                "Also set TF_CONFIG (cluster.worker = one entry per rank, task.index = rank)");
   app.prefix_command();  // everything from the program on belongs to the program

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -121,6 +122,7 @@ class Job {
   void signal_all(int sig);
   void kill_adopted();
   void read_output(int rank, int stream);
+  bool binding_for(int rank, cpu_set_t* set) const;
 
   const JobOptions& o_;
   std::vector<RankProc> ranks_;
@@ -191,6 +193,8 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
     ranks_[r].err = UniqueFd(err_pipe[0]);
     int stdin_fd = (r == 0 && share_stdin) ? -1 : devnull.get();
 
+    cpu_set_t binding;
+    const bool bind = binding_for(r, &binding);
     pid_t pid = fork();
     if (pid < 0) throw IoError(CHORUS_ERR_IO, errno_message("fork", errno));
     if (pid == 0) {
@@ -198,6 +202,7 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
       setpgid(0, 0);                     // killpg reaches whatever the rank starts
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // nothing outlives a killed chorusrun
       if (getppid() != parent) _exit(127);
+      if (bind) sched_setaffinity(0, sizeof binding, &binding);
       signal(SIGPIPE, SIG_DFL);
       sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       if (stdin_fd >= 0) dup2(stdin_fd, 0);
@@ -221,6 +226,23 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
     ++running_;
     logger("launcher").debug("rank {} started as pid {}", r, pid);
   }
+}
+
+// Like Open MPI's default for small jobs: when every rank can have a CPU of
+// its own, pin rank r to the r-th allowed CPU, so that two ranks never share a
+// core while another idles (their spinning waiters would then take turns).
+bool Job::binding_for(int rank, cpu_set_t* set) const {
+  if (o_.bind_to == "none") return false;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.empty()) return false;
+  if (o_.bind_to == "auto" && o_.np > static_cast<int>(cpus.size())) return false;
+  CPU_ZERO(set);
+  CPU_SET(cpus[static_cast<std::size_t>(rank) % cpus.size()], set);
+  return true;
 }
 
 void Job::reap() {

@@ -14,6 +14,9 @@ struct JobOptions {
   double timeout_s = 0;  // 0: no timeout
   double grace_s = 2.0;  // SIGTERM to SIGKILL
   bool tf_config = false;
+  // "core": rank r runs on the r-th CPU chorusrun may use (mod their number);
+  // "none": no binding; "auto": core when every rank gets a CPU of its own.
+  std::string bind_to = "auto";
   std::vector<std::string> exports;  // "VAR" (pass chorusrun's value) or "VAR=VALUE"
   std::vector<std::string> command;  // program and arguments
 };
