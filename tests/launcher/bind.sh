@@ -1,12 +1,12 @@
-# --bind-to: core pins rank r to the r-th usable CPU, none leaves the
-# launcher's CPU set, auto binds only when every rank gets a CPU of its own.
+# --bind-to: core pins rank r to the r-th usable CPU, none (the default)
+# leaves the launcher's CPU set, auto binds only when every rank gets a CPU.
 . "$(dirname "$0")/common.sh"
 
 allowed=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
 ncpu=$(nproc)
 show='echo "$CHORUS_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 
-out=$("$CHORUSRUN" -np 2 --bind-to none bash -c "$show") || fail "chorusrun failed"
+out=$("$CHORUSRUN" -np 2 bash -c "$show") || fail "chorusrun failed"
 echo "$out"
 [ "$(echo "$out" | cut -d' ' -f2 | sort -u)" = "$allowed" ] || fail "--bind-to none changed the CPU set"
 
@@ -20,6 +20,8 @@ if [ "$ncpu" -ge 2 ]; then
 fi
 
 # auto: more ranks than CPUs means no binding.
-out=$("$CHORUSRUN" -np $((ncpu + 1)) bash -c "$show") || fail "chorusrun failed"
+out=$("$CHORUSRUN" -np $((ncpu + 1)) --bind-to auto bash -c "$show") || fail "chorusrun failed"
 [ "$(echo "$out" | cut -d' ' -f2 | sort -u)" = "$allowed" ] || fail "auto bound an oversubscribed job"
+out=$("$CHORUSRUN" -np 1 --bind-to auto bash -c "$show") || fail "chorusrun failed"
+[[ "$(echo "$out" | cut -d' ' -f2)" =~ ^[0-9]+$ ]] || fail "auto did not bind a job that fits"
 echo PASS
