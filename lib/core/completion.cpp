@@ -57,12 +57,11 @@ void Completion::rethrow_if_failed() const {
   if (failed() && error_) std::rethrow_exception(error_);
 }
 
-bool Completion::wait(const Deadline& deadline, int spin_us, const std::function<bool()>& poll) {
+bool Completion::wait(const Deadline& deadline, int spin_us) {
   if (done()) return true;
   auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
   unsigned round = 0;
   while (Clock::now() < spin_end) {
-    if (poll && poll()) round = 0;
     if (done()) return true;
     spin_pause(round++);
   }

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <functional>
 
 #include "lib/core/deadline.hpp"
 
@@ -22,10 +21,9 @@ class Completion {
   void rethrow_if_failed() const;
   std::exception_ptr error() const { return failed() ? error_ : nullptr; }
 
-  // Waits until done or the deadline passes (returns false then). During the
-  // first spin_us microseconds it calls poll() (if given) between checks,
-  // backing off with pause/yield; afterwards it sleeps on the flag.
-  bool wait(const Deadline& deadline, int spin_us, const std::function<bool()>& poll = {});
+  // Waits until done or the deadline passes (returns false then): spins for
+  // spin_us microseconds (pause, then yield), then sleeps on the flag.
+  bool wait(const Deadline& deadline, int spin_us);
 
  private:
   static constexpr uint32_t kPending = 0, kBusy = 1, kDone = 2, kFailed = 3;
