@@ -43,7 +43,7 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
           std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(10)));
       pending = first_pending(requests, &failed);
     }
-    transport.spin_end(true);
+    transport.spin_end();
   }
   for (const auto& r : requests)
     if (r && r->completion().failed()) r->completion().rethrow_if_failed();

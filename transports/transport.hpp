@@ -71,10 +71,8 @@ class Transport {
   // a transport's progress thread may stand aside, so that the two never
   // fight for the transport (with more threads than cores, the loser of that
   // fight can hold the lock while preempted).
-  // `satisfied`: the spin ended because the requests completed (the waiter
-  // will not sleep), so the progress thread need not be woken at once.
   virtual void spin_begin() {}
-  virtual void spin_end(bool /*satisfied*/) {}
+  virtual void spin_end() {}
   // Between spin_begin and spin_end: sleeps until something may have moved
   // for `pending` (or `timeout` passes). The default sleeps on its completion
   // flag; a transport whose waiters can take the I/O themselves (TCP: the

@@ -21,7 +21,6 @@
 
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
-#include "lib/core/log.hpp"
 
 namespace chorus {
 

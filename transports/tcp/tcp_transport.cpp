@@ -136,19 +136,15 @@ void TcpTransport::spin_begin() {
   spinners_.fetch_add(1, std::memory_order_seq_cst);
 }
 
-// A satisfied waiter returns to the caller, who often waits again soon: if
+// The last waiter returns to its caller, who often waits again soon: if
 // nothing is in flight, the progress thread stays asleep (it wakes on its own
 // within 50 ms) instead of being woken to fight the next spin. If sends are
 // queued or receives posted, it must run now so that transfers overlap what
-// the caller does next (a reduction). A waiter about to sleep always wakes it.
-void TcpTransport::spin_end(bool satisfied) {
+// the caller does next (a reduction).
+void TcpTransport::spin_end() {
   if (spinners_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
-  bool wake = !satisfied;
-  if (!wake) {
-    std::unique_lock lock(mu_, std::try_to_lock);
-    wake = !lock.owns_lock() || io_in_flight_locked();
-  }
-  if (wake) futex_wake_all(spinners_);
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || io_in_flight_locked()) futex_wake_all(spinners_);
 }
 
 // The waiter sleeps in epoll itself (the progress thread stands aside while it

@@ -66,7 +66,7 @@ class TcpTransport final : public Transport {
                    std::span<std::byte> data) override;
   bool poll() override;
   void spin_begin() override;
-  void spin_end(bool satisfied) override;
+  void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void close() override;
   void abort(const std::string& reason) override;
