@@ -10,6 +10,7 @@
 #include "lib/core/deadline.hpp"
 #include "lib/core/dtype.hpp"
 #include "lib/core/scratch.hpp"
+#include "transports/shm/domain.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -22,6 +23,9 @@ struct CollectiveContext {
   Deadline deadline;
   std::size_t segment_bytes;  // largest single message of a pipelined step
   int spin_us;
+  // The communicator's shared-memory domain when all its ranks share a host
+  // and shared memory is allowed; null otherwise.
+  shm::Domain* shm = nullptr;
 
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }

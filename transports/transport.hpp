@@ -81,6 +81,11 @@ class Transport {
     pending.completion().wait(Deadline::after(timeout), 0);
   }
 
+  // Throws the error that failed this transport (a peer died or some rank
+  // aborted), if any. Cheap: waits outside the transport (shared memory) call
+  // it every few milliseconds to learn of a dead peer.
+  virtual void check_failed() {}
+
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
   // Fails all requests here and tells peers to fail theirs with the reason.

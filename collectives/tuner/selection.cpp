@@ -31,9 +31,9 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 }  // namespace
 
 const std::vector<std::string>& algorithms_for(CollectiveKind kind) {
-  static const std::vector<std::string> allreduce = {"ring", "recursive_doubling"};
-  static const std::vector<std::string> ring = {"ring"};
-  static const std::vector<std::string> barrier = {"dissemination"};
+  static const std::vector<std::string> allreduce = {"ring", "recursive_doubling", "shm"};
+  static const std::vector<std::string> ring = {"ring", "shm"};
+  static const std::vector<std::string> barrier = {"dissemination", "shm"};
   switch (kind) {
     case CollectiveKind::allreduce:
       return allreduce;
@@ -122,25 +122,49 @@ std::size_t ring_segment_bytes(std::size_t bytes, int ranks, const CostModel& mo
   return std::clamp<std::size_t>(chunk / 16, kMin, kMax);
 }
 
+int algorithm_index(CollectiveKind kind, const std::string& algo) {
+  const auto& known = algorithms_for(kind);
+  auto it = std::find(known.begin(), known.end(), algo);
+  CHORUS_CHECK(it != known.end(), "{} has no algorithm '{}'", collective_name(kind), algo);
+  return static_cast<int>(it - known.begin());
+}
+
 std::string AlgoChoice::why() const {
+  std::string prefix = shm_refused
+                           ? "CHORUS_ALGO asked for shm, which needs every rank on one host and "
+                             "CHORUS_TRANSPORT auto or shm; "
+                           : "";
   if (forced) return fmt::format("CHORUS_ALGO chose {} for {} bytes", algo, bytes);
+  if (algo == "shm")
+    return fmt::format("all {} ranks share this host: collectives through shared memory", ranks);
+  if (ring_us == 0 && recursive_doubling_us == 0)
+    return prefix + "the default point-to-point algorithm for this collective";
   if (ring_us == 0 && recursive_doubling_us == 0)
     return "the only algorithm for this collective so far";
-  return fmt::format(
-      "cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
-      "recursive doubling {:.1f} us",
-      bytes, ranks, alpha_us, ring_us, recursive_doubling_us);
+  return prefix + fmt::format(
+                      "cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
+                      "recursive doubling {:.1f} us",
+                      bytes, ranks, alpha_us, ring_us, recursive_doubling_us);
 }
 
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
-                            const AlgoOverride& user, const CostModel& model) {
+                            const AlgoOverride& user, const CostModel& model, bool shm_available) {
   AlgoChoice choice;
   choice.bytes = bytes;
   choice.ranks = ranks;
   choice.alpha_us = model.alpha_us;
-  if (auto forced = user.lookup(kind, bytes); !forced.empty()) {
+  std::string forced = user.lookup(kind, bytes);
+  if (forced == "shm" && !shm_available) {
+    choice.shm_refused = true;  // unsupported here: fall through to the others
+    forced.clear();
+  }
+  if (!forced.empty()) {
     choice.algo = forced;
     choice.forced = true;
+  } else if (shm_available) {
+    // Reading peers' data straight from shared memory beats every
+    // point-to-point algorithm on one host: no kernel copy, no message steps.
+    choice.algo = "shm";
   } else if (kind == CollectiveKind::allreduce && ranks > 1) {
     choice.ring_us = estimate_us("ring", bytes, ranks, model);
     choice.recursive_doubling_us = estimate_us("recursive_doubling", bytes, ranks, model);

@@ -48,7 +48,8 @@ const std::vector<std::string>& algorithms_for(CollectiveKind kind);
 struct AlgoChoice {
   std::string algo;
   // Why, in numbers (words only when logged: see the formatter below).
-  bool forced = false;  // CHORUS_ALGO said so
+  bool forced = false;       // CHORUS_ALGO said so
+  bool shm_refused = false;  // CHORUS_ALGO said shm, but there is no shared-memory domain
   std::size_t bytes = 0;
   int ranks = 0;
   double alpha_us = 0, ring_us = 0, recursive_doubling_us = 0;
@@ -71,8 +72,14 @@ struct CostModel {
 // Estimated time of one call with `algo` (microseconds).
 double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const CostModel& model);
 
+// shm_available: the communicator has a shared-memory domain (all ranks on one
+// host, shared memory allowed); then "shm" wins unless CHORUS_ALGO says otherwise.
 AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
-                            const AlgoOverride& user, const CostModel& model);
+                            const AlgoOverride& user, const CostModel& model,
+                            bool shm_available = false);
+
+// Position of algo in algorithms_for(kind) (the call signature records 1 + it).
+int algorithm_index(CollectiveKind kind, const std::string& algo);
 
 // Segment size of the ring pipelines for a call of `bytes` per rank:
 // `configured` when the user set one; else about 16 segments per chunk, within

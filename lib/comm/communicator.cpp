@@ -5,12 +5,17 @@
 #include <algorithm>
 
 #include "collectives/allgather/ring.hpp"
+#include "collectives/allgather/shm.hpp"
 #include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/allreduce/ring.hpp"
+#include "collectives/allreduce/shm.hpp"
 #include "collectives/barrier/dissemination.hpp"
+#include "collectives/barrier/shm.hpp"
 #include "collectives/broadcast/ring.hpp"
+#include "collectives/broadcast/shm.hpp"
 #include "collectives/common/validate.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
+#include "collectives/reduce_scatter/shm.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 
@@ -63,8 +68,10 @@ bool Work::wait(const Deadline& deadline, int spin_us) {
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-                           const Config& config, int ranks_on_host, uint32_t tag)
+                           const Config& config, int ranks_on_host, uint32_t tag,
+                           std::unique_ptr<shm::Domain> shm)
     : transport_(std::move(transport)),
+      shm_(std::move(shm)),
       keepalive_(std::move(keepalive)),
       config_(config),
       tag_(tag),
@@ -170,7 +177,8 @@ void Communicator::execute(Work& work) {
                           work.sig_,
                           work.deadline_ ? *work.deadline_ : default_deadline(),
                           segment_bytes_for(work.sig_),
-                          config_.spin_us};
+                          config_.spin_us,
+                          shm_.get()};
     try {
       work.body_(ctx);
       work.completion().complete();
@@ -236,6 +244,18 @@ void Communicator::destroy() {
 
 // --- calls --------------------------------------------------------------
 
+// Every rank derives the same choice from the same inputs; the algorithm is
+// part of the signature, so ranks configured differently fail as a mismatch.
+std::string Communicator::choose(CallSignature& sig, std::size_t bytes) {
+  auto kind = static_cast<CollectiveKind>(sig.kind);
+  AlgoChoice choice =
+      choose_algorithm(kind, bytes, size(), algo_override_, cost_model_, shm_ != nullptr);
+  sig.algo = static_cast<uint8_t>(1 + algorithm_index(kind, choice.algo));
+  if (log().should_log(spdlog::level::debug))
+    log().debug("{} {} bytes: {} ({})", collective_name(kind), bytes, choice.algo, choice);
+  return choice.algo;
+}
+
 WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t count,
                                      DataType dtype, ReduceOp op) {
   check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "allreduce", true);
@@ -245,21 +265,14 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   if (send != recv && overlaps(send, bytes, recv, bytes))
     throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
-  // Every rank derives the same choice from the same inputs; the algorithm is
-  // part of the signature, so ranks configured differently fail as a mismatch.
-  AlgoChoice choice =
-      choose_algorithm(CollectiveKind::allreduce, bytes, size(), algo_override_, cost_model_);
-  const bool ring = choice.algo == "ring";
-  sig.algo = ring ? 1 : 2;
+  std::string algo = choose(sig, bytes);
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    if (ring) {
-      log().debug("{}: ring (reduce-scatter + allgather, segments of {} bytes): {}", ctx.sig,
-                  ctx.segment_bytes, choice);
+    if (algo == "shm")
+      shm_allreduce(ctx, send, recv, count, dtype, op);
+    else if (algo == "ring")
       ring_allreduce(ctx, send, recv, count, dtype, op);
-    } else {
-      log().debug("{}: recursive doubling: {}", ctx.sig, choice);
+    else
       recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
-    }
   });
 }
 
@@ -270,9 +283,12 @@ WorkPtr Communicator::make_broadcast(void* buf, std::size_t count, DataType dtyp
   if (root < 0 || root >= size())
     throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, size()));
   auto sig = signature(CollectiveKind::broadcast, count, dtype, ReduceOp::sum, root);
+  bool shm = choose(sig, bytes) == "shm";
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring broadcast", ctx.sig);
-    ring_broadcast(ctx, buf, count, dtype, root);
+    if (shm)
+      shm_broadcast(ctx, buf, count, dtype, root);
+    else
+      ring_broadcast(ctx, buf, count, dtype, root);
   });
 }
 
@@ -290,9 +306,12 @@ WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t s
         "allgather: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + "
         "rank * sendcount)");
   auto sig = signature(CollectiveKind::allgather, sendcount, dtype, ReduceOp::sum, -1);
+  bool shm = choose(sig, total) == "shm";
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring allgather", ctx.sig);
-    ring_allgather(ctx, send, recv, sendcount, dtype);
+    if (shm)
+      shm_allgather(ctx, send, recv, sendcount, dtype);
+    else
+      ring_allgather(ctx, send, recv, sendcount, dtype);
   });
 }
 
@@ -310,17 +329,23 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
         "reduce_scatter: recvbuf overlaps sendbuf (in place means recvbuf == "
         "sendbuf + rank * recvcount)");
   auto sig = signature(CollectiveKind::reduce_scatter, recvcount, dtype, op, -1);
+  bool shm = choose(sig, total) == "shm";
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    log().debug("{}: pipelined ring reduce-scatter", ctx.sig);
-    ring_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
+    if (shm)
+      shm_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
+    else
+      ring_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
   });
 }
 
 WorkPtr Communicator::make_barrier() {
   auto sig = signature(CollectiveKind::barrier, 0, DataType::u8, ReduceOp::sum, -1);
-  return std::make_shared<Work>(sig, [](CollectiveContext& ctx) {
-    log().debug("{}: dissemination barrier", ctx.sig);
-    dissemination_barrier(ctx);
+  bool shm = choose(sig, 0) == "shm";
+  return std::make_shared<Work>(sig, [shm](CollectiveContext& ctx) {
+    if (shm)
+      shm_barrier(ctx);
+    else
+      dissemination_barrier(ctx);
   });
 }
 

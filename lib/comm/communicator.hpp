@@ -52,8 +52,11 @@ class Communicator {
   // server hosted by this rank).
   // ranks_on_host: how many ranks of the job share this machine (it sets the
   // spinning policy and the cost model); 0 means all of them.
+  // shm: the shared-memory domain of the communicator's ranks, when they all
+  // share a host and shared memory is allowed (then collectives use it).
   Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-               const Config& config, int ranks_on_host = 0, uint32_t tag = 1);
+               const Config& config, int ranks_on_host = 0, uint32_t tag = 1,
+               std::unique_ptr<shm::Domain> shm = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -62,6 +65,7 @@ class Communicator {
   int size() const { return transport_->size(); }
   const Config& config() const { return config_; }
   Transport& transport() { return *transport_; }
+  const shm::Domain* shm_domain() const { return shm_.get(); }
 
   // Blocking forms take an explicit deadline; asynchronous forms get one of
   // CHORUS_TIMEOUT from the moment they start executing.
@@ -104,10 +108,13 @@ class Communicator {
   void assign_seq_locked(Work& work);
   void execute(Work& work);
   std::size_t segment_bytes_for(const CallSignature& sig) const;
+  // The algorithm for a call (logged with why at debug), recorded in sig.algo.
+  std::string choose(CallSignature& sig, std::size_t bytes);
   void worker_loop();
   void check_usable_locked() const;
 
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<shm::Domain> shm_;
   std::shared_ptr<void> keepalive_;
   Config config_;
   uint32_t tag_;

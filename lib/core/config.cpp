@@ -131,14 +131,45 @@ std::vector<ConfigVar> build_registry() {
                [](const Config& c) {
                  return c.spin_us < 0 ? std::string("auto") : std::to_string(c.spin_us);
                }});
-  r.push_back({"CHORUS_TRANSPORT", "auto", "Force a transport: auto or tcp.",
+  r.push_back({"CHORUS_TRANSPORT", "auto",
+               "Force a transport: auto, tcp, ucx or shm. auto: shared-memory collectives when "
+               "every rank is on this host, point-to-point over UCX where built, else TCP. tcp / "
+               "ucx: everything over that transport. shm: shared-memory collectives (every rank "
+               "must share the host), point-to-point over TCP.",
                [](Config& c, std::string_view v) {
                  std::string t = lower(v);
-                 if (t != "auto" && t != "tcp")
-                   throw UsageError(fmt::format("unknown transport '{}' (auto, tcp)", v));
+                 if (t != "auto" && t != "tcp" && t != "ucx" && t != "shm")
+                   throw UsageError(fmt::format("unknown transport '{}' (auto, tcp, ucx, shm)", v));
                  c.transport = t;
                },
                [](const Config& c) { return c.transport; }});
+  r.push_back({"CHORUS_SHM_CHUNK", "auto",
+               "Bytes each rank reduces per round of a shared-memory collective (multiple of 64; "
+               "K/M suffixes). auto: 256K / ranks, at least 16K, so a round stays in cache.",
+               [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.shm_chunk_bytes = 0;
+                   return;
+                 }
+                 auto b = parse_bytes(v);
+                 if (b < 64 || b % 64 != 0)
+                   throw UsageError("CHORUS_SHM_CHUNK must be a positive multiple of 64 bytes");
+                 c.shm_chunk_bytes = b;
+               },
+               [](const Config& c) {
+                 return c.shm_chunk_bytes == 0 ? std::string("auto")
+                                               : format_bytes(c.shm_chunk_bytes);
+               }});
+  r.push_back({"CHORUS_SHM_SMALL_MAX", "16K",
+               "Largest shared-memory allreduce that takes the latency path (one "
+               "synchronisation, every rank reduces everything); multiple of 64, 0 disables it.",
+               [](Config& c, std::string_view v) {
+                 auto b = parse_bytes(v);
+                 if (b % 64 != 0 || b > (64u << 20))
+                   throw UsageError("CHORUS_SHM_SMALL_MAX must be a multiple of 64 up to 64M");
+                 c.shm_small_max = b;
+               },
+               [](const Config& c) { return format_bytes(c.shm_small_max); }});
   r.push_back(str_var("CHORUS_ALGO", "",
                       "Algorithm override: collective:lo-hi:algo[,lo-hi:algo][;...], e.g. "
                       "allreduce:0-64K:recursive_doubling,64K-inf:ring.",

@@ -25,13 +25,15 @@ struct Config {
   std::string host_id;  // overrides the detected host identity (tests, containers)
 
   std::string log_level = "warn";
-  double timeout_s = 300;          // default deadline of every blocking call
-  double connect_timeout_s = 60;   // bootstrap and connection set-up
-  std::size_t segment_bytes = 0;   // pipelining unit of ring algorithms; 0: auto (tuner)
-  int spin_us = -1;                // spin before sleeping in waits; -1: auto (resolve_spin_us)
-  std::string transport = "auto";  // auto | tcp
-  std::string algo;                // override grammar, e.g. "allreduce:0-64K:ring"
-  std::string tcp_bind_addr;       // address to listen on; default: the one used to reach the store
+  double timeout_s = 300;             // default deadline of every blocking call
+  double connect_timeout_s = 60;      // bootstrap and connection set-up
+  std::size_t segment_bytes = 0;      // pipelining unit of ring algorithms; 0: auto (tuner)
+  int spin_us = -1;                   // spin before sleeping in waits; -1: auto (resolve_spin_us)
+  std::string transport = "auto";     // auto | tcp | ucx | shm
+  std::size_t shm_chunk_bytes = 0;    // per-rank piece of a shm round; 0: auto
+  std::size_t shm_small_max = 16384;  // shm allreduce latency path up to this size
+  std::string algo;                   // override grammar, e.g. "allreduce:0-64K:ring"
+  std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
   std::size_t tcp_zero_copy_min = 4096;  // receive straight into user buffers from this size
 };

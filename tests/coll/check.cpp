@@ -5,10 +5,14 @@
 #include <vector>
 
 #include "collectives/allgather/ring.hpp"
+#include "collectives/allgather/shm.hpp"
 #include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/allreduce/ring.hpp"
+#include "collectives/allreduce/shm.hpp"
 #include "collectives/broadcast/ring.hpp"
+#include "collectives/broadcast/shm.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
+#include "collectives/reduce_scatter/shm.hpp"
 #include "tests/coll/harness.hpp"
 #include "tests/coll/values.hpp"
 
@@ -43,6 +47,12 @@ std::string compare(const char* what, int rank, const std::vector<typename Tr::T
 RunOptions options_for(const Case& c) {
   RunOptions o;
   o.segment_bytes = c.segment_bytes;
+  // Shared memory: the small segment sizes force 64-byte pieces (many rounds,
+  // every slot reused) and a 256-byte latency path; the large ones 64 KiB.
+  if (c.segment_bytes > 64) {
+    o.shm_piece_bytes = 64 << 10;
+    o.shm_small_bytes = 16 << 10;
+  }
   return o;
 }
 
@@ -60,7 +70,9 @@ std::string allreduce(const Case& c) {
     const int r = env.rank();
     auto ctx = env.context(make_sig(CollectiveKind::allreduce, 1, c.count, Tr::dt, c.op));
     T* out = c.in_place ? send[r].data() : recv[r].data();
-    if (c.recursive_doubling)
+    if (env.shm)
+      shm_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
+    else if (c.recursive_doubling)
       recursive_doubling_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
     else
       ring_allreduce(ctx, send[r].data(), out, c.count, Tr::dt, c.op);
@@ -95,7 +107,10 @@ std::string reduce_scatter(const Case& c) {
     const int r = env.rank();
     auto ctx = env.context(make_sig(CollectiveKind::reduce_scatter, 1, rc, Tr::dt, c.op));
     T* out = c.in_place ? send[r].data() + static_cast<std::size_t>(r) * rc : recv[r].data();
-    ring_reduce_scatter(ctx, send[r].data(), out, rc, Tr::dt, c.op);
+    if (env.shm)
+      shm_reduce_scatter(ctx, send[r].data(), out, rc, Tr::dt, c.op);
+    else
+      ring_reduce_scatter(ctx, send[r].data(), out, rc, Tr::dt, c.op);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
   for (int r = 0; r < n; ++r) {
@@ -135,7 +150,10 @@ std::string allgather(const Case& c) {
     const int r = env.rank();
     auto ctx = env.context(make_sig(CollectiveKind::allgather, 1, sc, Tr::dt));
     const T* in = c.in_place ? recv[r].data() + static_cast<std::size_t>(r) * sc : send[r].data();
-    ring_allgather(ctx, in, recv[r].data(), sc, Tr::dt);
+    if (env.shm)
+      shm_allgather(ctx, in, recv[r].data(), sc, Tr::dt);
+    else
+      ring_allgather(ctx, in, recv[r].data(), sc, Tr::dt);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
   for (int r = 0; r < n; ++r) {
@@ -159,7 +177,10 @@ std::string broadcast(const Case& c) {
     const int r = env.rank();
     auto ctx =
         env.context(make_sig(CollectiveKind::broadcast, 1, c.count, Tr::dt, ReduceOp::sum, c.root));
-    ring_broadcast(ctx, buf[r].data(), c.count, Tr::dt, c.root);
+    if (env.shm)
+      shm_broadcast(ctx, buf[r].data(), c.count, Tr::dt, c.root);
+    else
+      ring_broadcast(ctx, buf[r].data(), c.count, Tr::dt, c.root);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
   for (int r = 0; r < n; ++r) {

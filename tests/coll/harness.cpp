@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <latch>
 #include <map>
 #include <thread>
@@ -22,7 +23,10 @@ struct TcpWorld {
   std::unique_ptr<TcpStoreServer> server;
   std::vector<std::unique_ptr<TcpStoreClient>> stores;
   std::vector<std::unique_ptr<tcp::TcpTransport>> transports;
+  // Shared-memory domains over this world's ranks, by (piece, small) size.
+  std::map<std::pair<std::size_t, std::size_t>, std::vector<std::unique_ptr<shm::Domain>>> domains;
   ~TcpWorld() {
+    domains.clear();
     std::vector<std::thread> closers;
     for (auto& t : transports)
       if (t) closers.emplace_back([&t] { t.reset(); });
@@ -61,6 +65,31 @@ TcpWorld& tcp_world(int n) {
   return *slot;
 }
 
+std::vector<std::unique_ptr<shm::Domain>>& shm_domains(TcpWorld& world, int n,
+                                                       const RunOptions& options) {
+  auto key = std::make_pair(options.shm_piece_bytes, options.shm_small_bytes);
+  auto& domains = world.domains[key];
+  if (!domains.empty()) return domains;
+  domains.resize(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      shm::Domain::Options o;
+      o.rank = r;
+      o.layout.ranks = n;
+      o.layout.piece_bytes = key.first;
+      o.layout.small_bytes = key.second;
+      o.name_prefix = shm::segment_name_prefix("coll-test");
+      o.key_prefix = fmt::format("shm-{}-{}/", key.first, key.second);
+      domains[static_cast<std::size_t>(r)] =
+          shm::Domain::join(*world.stores[static_cast<std::size_t>(r)], o);
+    });
+  for (auto& t : threads) t.join();
+  for (auto& d : domains)
+    if (!d) throw IoError(CHORUS_ERR_IO, "the test's shared-memory domain could not be set up");
+  return domains;
+}
+
 }  // namespace
 
 std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
@@ -75,6 +104,9 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
   }
   std::vector<std::unique_ptr<Transport>> owned;  // inproc, or TCP for partial runs
   std::vector<Transport*> transports(static_cast<std::size_t>(n));
+  std::vector<shm::Domain*> domains(static_cast<std::size_t>(n), nullptr);
+  static std::atomic<uint64_t> runs{0};
+  const uint64_t seq_base = (++runs) << 20;
   if (options.transport == TransportKind::inproc || partial) {
     // A run where some ranks never start cannot reuse (or build) a TCP world:
     // set-up is collective. It exercises the algorithms over inproc instead.
@@ -87,6 +119,11 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
     auto& world = tcp_world(n);
     for (int r = 0; r < n; ++r)
       transports[static_cast<std::size_t>(r)] = world.transports[static_cast<std::size_t>(r)].get();
+    if (options.transport == TransportKind::shm) {
+      auto& shm = shm_domains(world, n, options);
+      for (int r = 0; r < n; ++r)
+        domains[static_cast<std::size_t>(r)] = shm[static_cast<std::size_t>(r)].get();
+    }
   }
   std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
   std::latch done(static_cast<std::ptrdiff_t>(ranks.size()));
@@ -97,7 +134,8 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
       RankOutcome& out = outcomes[static_cast<std::size_t>(r)];
       out.ran = true;
       {
-        RankEnv env(*transports[static_cast<std::size_t>(r)], options);
+        RankEnv env(*transports[static_cast<std::size_t>(r)], options,
+                    domains[static_cast<std::size_t>(r)], seq_base);
         try {
           body(env);
         } catch (const Error& e) {

@@ -16,13 +16,18 @@
 
 namespace chorus::test {
 
-enum class TransportKind { inproc, tcp };
+// shm: the shared-memory collectives (a shm::Domain per rank) with TCP as the
+// control channel.
+enum class TransportKind { inproc, tcp, shm };
 
 // The coll_tests binary runs the sweeps over the in-process transport; the
 // coll_tests_tcp binary is the same sources built with CHORUS_TEST_TCP, so
-// every sweep also runs over real loopback TCP.
+// every sweep also runs over real loopback TCP; coll_tests_shm
+// (CHORUS_TEST_SHM) runs them through shared memory.
 #ifdef CHORUS_TEST_TCP
 inline constexpr TransportKind kDefaultTransport = TransportKind::tcp;
+#elif defined(CHORUS_TEST_SHM)
+inline constexpr TransportKind kDefaultTransport = TransportKind::shm;
 #else
 inline constexpr TransportKind kDefaultTransport = TransportKind::inproc;
 #endif
@@ -36,6 +41,9 @@ struct RunOptions {
   // Ranks for which this returns false never start (no thread, no transport).
   std::function<bool(int)> participates;
   TransportKind transport = kDefaultTransport;
+  // shm: the domain's piece size (the pipeline's chunk) and latency-path size.
+  std::size_t shm_piece_bytes = 64;
+  std::size_t shm_small_bytes = 256;
 };
 
 struct RankOutcome {
@@ -46,21 +54,32 @@ struct RankOutcome {
 
 class RankEnv {
  public:
-  RankEnv(Transport& t, const RunOptions& options) : transport(t), options_(options) {}
+  RankEnv(Transport& t, const RunOptions& options, shm::Domain* domain, uint64_t seq_base)
+      : transport(t), shm(domain), options_(options), seq_base_(seq_base) {}
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
-  // A context for one call, its deadline starting now.
-  CollectiveContext context(const CallSignature& sig) {
-    return CollectiveContext{
-        transport,       scratch, 1, sig, Deadline::after(options_.timeout), options_.segment_bytes,
-        options_.spin_us};
+  // A context for one call, its deadline starting now. Over shared memory,
+  // sequence numbers are offset per run so that calls of different runs never
+  // share one (as in a communicator: announcements are compared by number).
+  CollectiveContext context(CallSignature sig) {
+    if (shm) sig.seq += seq_base_;
+    return CollectiveContext{transport,
+                             scratch,
+                             1,
+                             sig,
+                             Deadline::after(options_.timeout),
+                             options_.segment_bytes,
+                             options_.spin_us,
+                             shm};
   }
 
   ScratchPool scratch;
   Transport& transport;
+  shm::Domain* shm;  // set when the run is over TransportKind::shm
 
  private:
   const RunOptions& options_;
+  uint64_t seq_base_;
 };
 
 // Every rank's transport stays open until all bodies have returned, so an

@@ -220,6 +220,16 @@ void InprocTransport::close() {
   while (st.busy[rank_].load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
+void InprocTransport::check_failed() {
+  std::string message;
+  {
+    std::lock_guard lock(fabric_->state_->mutex);
+    if (!fabric_->state_->aborted) return;
+    message = fabric_->state_->abort_message;
+  }
+  throw IoError(CHORUS_ERR_ABORTED, message);
+}
+
 void InprocTransport::abort(const std::string& reason) {
   fabric_->abort(rank_, reason);
 }

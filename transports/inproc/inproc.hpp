@@ -72,6 +72,7 @@ class InprocTransport : public Transport {
                    std::span<const std::byte> data) override;
   RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<std::byte> data) override;
+  void check_failed() override;
   void close() override;
   void abort(const std::string& reason) override;
 

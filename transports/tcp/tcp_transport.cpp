@@ -480,6 +480,7 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
 // frame from the socket, but no longer into the user's buffer.
 void TcpTransport::fail_all_locked(std::exception_ptr error) {
   if (!failure_) failure_ = error;
+  has_failure_.store(true, std::memory_order_release);
   for (auto& p : peers_) {
     for (auto& [tag, queue] : p.posted)
       for (auto& recv : queue) recv.request->completion().fail(failure_);
@@ -515,6 +516,16 @@ void TcpTransport::fail_all_locked(std::exception_ptr error) {
     }
     p.sendq = std::move(keep);
   }
+}
+
+void TcpTransport::check_failed() {
+  if (!has_failure_.load(std::memory_order_acquire)) return;
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(mu_);
+    failure = failure_;
+  }
+  std::rethrow_exception(failure);
 }
 
 void TcpTransport::abort(const std::string& reason) {

@@ -68,6 +68,7 @@ class TcpTransport final : public Transport {
   void spin_begin() override;
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
+  void check_failed() override;
   void close() override;
   void abort(const std::string& reason) override;
 
@@ -156,7 +157,8 @@ class TcpTransport final : public Transport {
   std::mutex mu_;  // guards everything below
   std::vector<Peer> peers_;
   std::vector<Stranger> strangers_;
-  std::exception_ptr failure_;  // once set, every request fails with it
+  std::exception_ptr failure_;            // once set, every request fails with it
+  std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
   bool closing_ = false;
 
   std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside

@@ -1,0 +1,88 @@
+#include "collectives/allreduce/shm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/common/shm_pipeline.hpp"
+
+namespace chorus {
+namespace {
+
+class AllreducePlan final : public ShmPlan {
+ public:
+  AllreducePlan(const std::byte* in, std::byte* out, std::size_t total, int ranks, int me,
+                std::size_t piece)
+      : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece) {}
+
+  uint64_t rounds() const override { return (total_ + block() - 1) / block(); }
+  void stage(uint64_t b, std::vector<ShmStage>& out) const override {
+    std::size_t start = b * block();
+    out.push_back({in_ + start, 0, std::min(block(), total_ - start)});
+  }
+  bool reduces() const override { return true; }
+  bool gathers_reduced() const override { return true; }
+  ShmReduce reduce(uint64_t b) const override {
+    auto [start, bytes] = piece_of(b, me_);
+    return {static_cast<std::size_t>(me_) * piece_, out_ + start, bytes};
+  }
+  void gather(uint64_t b, std::vector<ShmGather>& out) const override {
+    for (int j = 0; j < ranks_; ++j) {
+      if (j == me_) continue;
+      auto [start, bytes] = piece_of(b, j);
+      if (bytes) out.push_back({j, static_cast<std::size_t>(j) * piece_, out_ + start, bytes});
+    }
+  }
+
+ private:
+  std::size_t block() const { return piece_ * static_cast<std::size_t>(ranks_); }
+  // Where rank j's piece of round b lies in the buffer, and its length.
+  std::pair<std::size_t, std::size_t> piece_of(uint64_t b, int j) const {
+    std::size_t start = b * block() + static_cast<std::size_t>(j) * piece_;
+    return {start, start < total_ ? std::min(piece_, total_ - start) : 0};
+  }
+
+  const std::byte* in_;
+  std::byte* out_;
+  std::size_t total_;
+  int ranks_, me_;
+  std::size_t piece_;
+};
+
+void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out, std::size_t count,
+                     DataType dtype, ReduceOp op) {
+  shm::Domain& domain = *ctx.shm;
+  const std::size_t bytes = count * dtype_size(dtype);
+  const shm::WaitSpec spec = shm_wait_spec(ctx);
+  domain.announce(ctx.sig);
+  const uint64_t call = domain.take_small_call();
+  std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);
+  domain.publish(shm::Counter::small, call + 1);
+  domain.wait_all(shm::Counter::small, call + 1, spec);
+  domain.check_announcements(ctx.sig);
+  std::vector<const std::byte*> inputs;
+  for (int j = 0; j < domain.size(); ++j) inputs.push_back(domain.small_buffer(j, call));
+  reduce_in_rank_order(out, inputs, count, dtype, op);
+}
+
+}  // namespace
+
+void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                   DataType dtype, ReduceOp op) {
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (bytes == 0) return;
+  if (ctx.shm->size() == 1) {
+    if (in != out) std::memcpy(out, in, bytes);
+    return;
+  }
+  if (bytes <= ctx.shm->layout().small_bytes) {
+    small_allreduce(ctx, in, out, count, dtype, op);
+    return;
+  }
+  AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
+                     ctx.shm->layout().piece_bytes);
+  run_shm_pipeline(ctx, plan, dtype, op);
+}
+
+}  // namespace chorus

@@ -1,0 +1,29 @@
+// Shared-memory allreduce for ranks of one host (no system call, no kernel
+// copy on the way).
+//
+// Terms: n ranks of one shm::Domain; N bytes per rank; P = the domain's piece
+// size; small = its small-buffer size.
+//
+// Latency path (N <= small): each rank copies its input into its small buffer
+// and publishes its arrival; once all n have arrived, every rank reduces the n
+// buffers itself, in rank order. One synchronisation; each rank reads n * N.
+//
+// Pipeline (N > small; common/shm_pipeline.hpp): round b covers bytes
+// [b n P, (b + 1) n P): each rank stages its block, reduces piece r (its own
+// rank's) across all n staged blocks into its output and back into its slot,
+// and copies the other n - 1 reduced pieces out of their owners' slots.
+// Per rank: N copied in, N read and N/n written by the reduction, (n-1)N/n
+// copied out; the segment is reused round after round, so it stays in cache.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/context.hpp"
+
+namespace chorus {
+
+// recv = reduction over ranks of send (count elements); send == recv is in place.
+void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                   DataType dtype, ReduceOp op);
+
+}  // namespace chorus

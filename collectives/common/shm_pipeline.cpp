@@ -1,0 +1,92 @@
+#include "collectives/common/shm_pipeline.hpp"
+
+#include <cstring>
+
+#include "lib/core/error.hpp"
+
+namespace chorus {
+
+shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
+  shm::WaitSpec spec;
+  spec.deadline = ctx.deadline;
+  spec.spin_us = ctx.spin_us;
+  spec.check_peers = [&transport = ctx.transport] { transport.check_failed(); };
+  spec.call = &ctx.sig;
+  return spec;
+}
+
+void reduce_in_rank_order(std::byte* dst, const std::vector<const std::byte*>& srcs,
+                          std::size_t count, DataType dtype, ReduceOp op) {
+  CHORUS_CHECK(!srcs.empty(), "no inputs to reduce ({} elements)", count);
+  if (count == 0) return;
+  if (srcs.size() == 1) {
+    if (dst != srcs[0]) std::memcpy(dst, srcs[0], count * dtype_size(dtype));
+    return;
+  }
+  ReduceFn fn = reduce_fn(dtype, op);
+  fn(dst, srcs[0], srcs[1], count);
+  for (std::size_t i = 2; i < srcs.size(); ++i) fn(dst, dst, srcs[i], count);
+  if (op == ReduceOp::avg) scale_for_avg(dst, count, dtype, static_cast<int>(srcs.size()));
+}
+
+void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtype, ReduceOp op) {
+  CHORUS_CHECK(ctx.shm != nullptr, "{} on the shared-memory path without a domain", ctx.sig);
+  shm::Domain& domain = *ctx.shm;
+  const int n = domain.size();
+  const int me = domain.rank();
+  const uint64_t slots = static_cast<uint64_t>(domain.layout().slots);
+  const std::size_t slot_bytes = domain.layout().slot_bytes();
+  const std::size_t elem = dtype_size(dtype);
+  const shm::WaitSpec spec = shm_wait_spec(ctx);
+
+  domain.announce(ctx.sig);
+  const uint64_t rounds = plan.rounds();
+  const uint64_t first = domain.take_rounds(rounds);
+  std::vector<ShmStage> stages;
+  std::vector<ShmGather> gathers;
+  std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
+  stages.reserve(static_cast<std::size_t>(n));
+  gathers.reserve(static_cast<std::size_t>(n));
+
+  for (uint64_t b = 0; b < rounds; ++b) {
+    const uint64_t g = first + b;
+    if (g >= slots) domain.wait_all(shm::Counter::drained, g - slots + 1, spec);
+    std::byte* mine = domain.staging(me, g);
+    stages.clear();
+    plan.stage(b, stages);
+    for (const ShmStage& s : stages) {
+      CHORUS_CHECK(s.offset + s.bytes <= slot_bytes, "stage of {} bytes at {} in a {}-byte slot",
+                   s.bytes, s.offset, slot_bytes);
+      if (s.bytes) std::memcpy(mine + s.offset, s.src, s.bytes);
+    }
+    domain.publish(shm::Counter::staged, g + 1);
+    domain.wait_all(shm::Counter::staged, g + 1, spec);
+    if (b == 0) domain.check_announcements(ctx.sig);
+
+    gathers.clear();
+    plan.gather(b, gathers);
+    if (plan.reduces()) {
+      ShmReduce r = plan.reduce(b);
+      if (r.bytes > 0) {
+        CHORUS_CHECK(r.offset + r.bytes <= slot_bytes && r.bytes % elem == 0,
+                     "reduce of {} bytes at {} in a {}-byte slot", r.bytes, r.offset, slot_bytes);
+        for (int j = 0; j < n; ++j)
+          inputs[static_cast<std::size_t>(j)] = domain.staging(j, g) + r.offset;
+        reduce_in_rank_order(r.dst, inputs, r.bytes / elem, dtype, op);
+        if (plan.gathers_reduced()) std::memcpy(mine + r.offset, r.dst, r.bytes);
+      }
+      if (plan.gathers_reduced()) {
+        domain.publish(shm::Counter::reduced, g + 1);
+        domain.wait_all(shm::Counter::reduced, g + 1, spec);
+      }
+    }
+    for (const ShmGather& x : gathers) {
+      CHORUS_CHECK(x.offset + x.bytes <= slot_bytes && x.from >= 0 && x.from < n,
+                   "gather of {} bytes at {} from rank {}", x.bytes, x.offset, x.from);
+      if (x.bytes) std::memcpy(x.dst, domain.staging(x.from, g) + x.offset, x.bytes);
+    }
+    domain.publish(shm::Counter::drained, g + 1);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,77 @@
+// The shared-memory pipeline that the shm collectives are plans for.
+//
+// Terms: n ranks share a Domain (transports/shm/domain.hpp). A call is cut
+// into rounds; in round g every rank uses slot g % slots of its staging area,
+// a buffer of n pieces. A plan says, per round, what each rank stages into its
+// own slot, which piece (if any) it reduces across all ranks' slots, and what
+// it gathers from the others' slots into its output.
+//
+// Steps of round g, on every rank:
+//   1. wait until all ranks drained round g - slots (the slot is free again);
+//   2. stage: copy its input pieces into its slot; publish staged = g + 1;
+//   3. wait until all ranks staged g;
+//   4. reduce (plans that reduce): dst = slot_0[p] op slot_1[p] op ... op
+//      slot_{n-1}[p] for its piece p, in rank order (so every rank's copy of a
+//      piece is bit-identical), then copy dst back over its own slot[p];
+//      publish reduced = g + 1; wait until all ranks reduced g (when it gathers);
+//   5. gather: copy the others' pieces into its output; publish drained = g + 1.
+//
+// Bytes moved per rank (allreduce of N bytes): N copied into the segment,
+// N (n inputs of N/n) read and N/n written by the reduction, (n-1)N/n copied
+// out. With slots of a few hundred KiB the segment stays in the last-level
+// cache, so main memory sees about one read of the input and one write of the
+// output: no system call, no kernel copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "collectives/context.hpp"
+#include "lib/core/dtype.hpp"
+
+namespace chorus {
+
+struct ShmStage {  // copy bytes from src into this rank's slot at offset
+  const std::byte* src;
+  std::size_t offset;
+  std::size_t bytes;
+};
+struct ShmReduce {  // reduce every rank's slot[offset, offset + bytes) into dst
+  std::size_t offset = 0;
+  std::byte* dst = nullptr;
+  std::size_t bytes = 0;
+};
+struct ShmGather {  // copy rank `from`'s slot[offset, offset + bytes) into dst
+  int from;
+  std::size_t offset;
+  std::byte* dst;
+  std::size_t bytes;
+};
+
+class ShmPlan {
+ public:
+  virtual ~ShmPlan() = default;
+  virtual uint64_t rounds() const = 0;
+  virtual void stage(uint64_t round, std::vector<ShmStage>& out) const = 0;
+  virtual bool reduces() const { return false; }
+  // True when ranks gather reduced pieces (allreduce): the reducer copies its
+  // result back into its slot, and gathering waits for every reduction.
+  virtual bool gathers_reduced() const { return false; }
+  virtual ShmReduce reduce(uint64_t /*round*/) const { return {}; }
+  virtual void gather(uint64_t /*round*/, std::vector<ShmGather>& /*out*/) const {}
+};
+
+// Runs the plan on ctx.shm (which must be set). `dtype`/`op` matter only for
+// plans that reduce; AVG is scaled by whoever reduces a piece.
+void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtype, ReduceOp op);
+
+// What the domain's waits need from the call's context.
+shm::WaitSpec shm_wait_spec(CollectiveContext& ctx);
+
+// dst = srcs[0] op srcs[1] op ... in order (dst may be one of them); AVG
+// divides by srcs.size() at the end.
+void reduce_in_rank_order(std::byte* dst, const std::vector<const std::byte*>& srcs,
+                          std::size_t count, DataType dtype, ReduceOp op);
+
+}  // namespace chorus

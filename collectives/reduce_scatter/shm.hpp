@@ -1,0 +1,24 @@
+// Shared-memory reduce-scatter for ranks of one host.
+//
+// Terms: n ranks of one shm::Domain; R bytes per output (recvcount), so n R
+// bytes of input per rank; P = the domain's piece size.
+//
+// Steps (common/shm_pipeline.hpp), round b covers bytes [b P, (b + 1) P) of
+// every output: each rank stages that range of each of its n input blocks
+// (piece k = destined for rank k), then reduces piece r (its own) across all n
+// slots into its output. Nothing is gathered.
+// Per rank: n R copied in, n R read and R written by the reduction.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/context.hpp"
+
+namespace chorus {
+
+// recv (recvcount elements) = rank's block of the reduction of send
+// (size * recvcount elements); recv == send + rank * recvcount is in place.
+void shm_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv, std::size_t recvcount,
+                        DataType dtype, ReduceOp op);
+
+}  // namespace chorus

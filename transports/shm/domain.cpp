@@ -1,0 +1,296 @@
+#include "transports/shm/domain.hpp"
+
+#include <fmt/format.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "lib/core/completion.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+
+namespace chorus::shm {
+namespace {
+
+spdlog::logger& log() {
+  return logger("shm");
+}
+
+constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
+constexpr uint32_t kVersion = 1;
+constexpr std::size_t kAlign = 64;
+// How often a sleeping waiter wakes to ask the control channel about peers.
+constexpr auto kHealthSlice = std::chrono::milliseconds(10);
+
+struct alignas(64) Header {
+  uint64_t magic;
+  uint32_t version;
+  int32_t ranks;
+  int32_t slots;
+  uint64_t piece_bytes;
+  uint64_t small_bytes;
+  uint64_t total_bytes;
+};
+
+std::size_t round_up(std::size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+// Process-shared futex on a word of the segment (the segment may be mapped at
+// different addresses; the kernel keys shared futexes by page, not address).
+void futex_wait_shared(const void* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  struct timespec ts;
+  ts.tv_sec = timeout.count() / 1000000000;
+  ts.tv_nsec = timeout.count() % 1000000000;
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_shared(const void* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string random_suffix() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+std::string describe_layout(const Layout& l) {
+  return fmt::format("{} ranks, {} slots of {} x {} bytes, small buffers of {} bytes", l.ranks,
+                     l.slots, l.ranks, l.piece_bytes, l.small_bytes);
+}
+
+}  // namespace
+
+// --- layout ---------------------------------------------------------------
+
+namespace {
+struct RankArea {
+  std::size_t control, small, staging, total;
+};
+RankArea rank_area(const Layout& l) {
+  RankArea a{};
+  a.control = round_up(64 * (kCounterCount + 1));  // counters and the announcement
+  a.small = round_up(l.small_bytes) * 2;
+  a.staging = round_up(l.slot_bytes()) * static_cast<std::size_t>(l.slots);
+  a.total = a.control + a.small + a.staging;
+  return a;
+}
+}  // namespace
+
+std::size_t Layout::control_offset(int rank) const {
+  return round_up(sizeof(Header)) + rank_area(*this).total * static_cast<std::size_t>(rank);
+}
+std::size_t Layout::small_offset(int rank, int parity) const {
+  auto a = rank_area(*this);
+  return control_offset(rank) + a.control +
+         round_up(small_bytes) * static_cast<std::size_t>(parity);
+}
+std::size_t Layout::staging_offset(int rank, int slot) const {
+  auto a = rank_area(*this);
+  return control_offset(rank) + a.control + a.small +
+         round_up(slot_bytes()) * static_cast<std::size_t>(slot);
+}
+std::size_t Layout::total_bytes() const {
+  return control_offset(ranks);
+}
+
+// --- set-up ---------------------------------------------------------------
+
+Domain::Domain(int rank, const Layout& layout, Segment segment)
+    : rank_(rank), layout_(layout), segment_(std::move(segment)) {}
+
+Domain::~Domain() = default;
+
+std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
+  const Layout& layout = o.layout;
+  CHORUS_CHECK(layout.ranks >= 1 && o.rank >= 0 && o.rank < layout.ranks, "ranks {} rank {}",
+               layout.ranks, o.rank);
+  CHORUS_CHECK(layout.piece_bytes % kAlign == 0 && layout.piece_bytes > 0, "piece_bytes {}",
+               layout.piece_bytes);
+  CHORUS_CHECK(layout.small_bytes % kAlign == 0, "small_bytes {}", layout.small_bytes);
+  CHORUS_CHECK(layout.slots >= 2, "slots {}", layout.slots);
+  const std::string name_key = o.key_prefix + "shm/name";
+  const std::size_t total = layout.total_bytes();
+
+  // Every rank reports whether it mapped the segment; all of them then agree
+  // on using it or not, so that no rank waits in a segment the others left.
+  Segment segment;
+  std::string status = "ok";
+  try {
+    if (o.rank == 0) {
+      std::string name = o.name_prefix + random_suffix();
+      try {
+        segment = Segment::create(name, total);
+      } catch (const Error& e) {
+        store.set(name_key, "");
+        throw;
+      }
+      auto* header = new (segment.data()) Header{};
+      header->magic = kMagic;
+      header->version = kVersion;
+      header->ranks = layout.ranks;
+      header->slots = layout.slots;
+      header->piece_bytes = layout.piece_bytes;
+      header->small_bytes = layout.small_bytes;
+      header->total_bytes = total;
+      store.set(name_key, name);
+    } else {
+      std::string name = store.get(name_key, o.deadline);
+      if (name.empty()) throw IoError(CHORUS_ERR_IO, "rank 0 could not create the segment");
+      segment = Segment::open(name, total);
+      auto* header = reinterpret_cast<const Header*>(segment.data());
+      if (header->magic != kMagic || header->version != kVersion || header->ranks != layout.ranks ||
+          header->slots != layout.slots || header->piece_bytes != layout.piece_bytes ||
+          header->small_bytes != layout.small_bytes || header->total_bytes != total)
+        throw IoError(CHORUS_ERR_MISMATCH,
+                      fmt::format("segment {} was laid out for {} ranks / {} slots / {}-byte "
+                                  "pieces / {}-byte small buffers; this rank expects {}",
+                                  name, header->ranks, header->slots, header->piece_bytes,
+                                  header->small_bytes, describe_layout(layout)));
+    }
+  } catch (const Error& e) {
+    status = e.what();
+  }
+  store.set(fmt::format("{}shm/joined/{}", o.key_prefix, o.rank), status);
+  std::vector<std::string> problems;
+  for (int r = 0; r < layout.ranks; ++r) {
+    std::string s = store.get(fmt::format("{}shm/joined/{}", o.key_prefix, r), o.deadline);
+    if (s != "ok") problems.push_back(fmt::format("rank {}: {}", r, s));
+  }
+  // Everyone has mapped it (or given up): the name can go.
+  if (o.rank == 0) segment.unlink();
+  if (!problems.empty()) {
+    log().warn(
+        "rank {}: shared-memory collectives unavailable ({}); using the point-to-point "
+        "transport",
+        o.rank, fmt::join(problems, "; "));
+    return nullptr;
+  }
+  log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
+              total, describe_layout(layout));
+  return std::unique_ptr<Domain>(new Domain(o.rank, layout, std::move(segment)));
+}
+
+// --- access ---------------------------------------------------------------
+
+std::byte* Domain::small_buffer(int rank, uint64_t call) const {
+  return segment_.data() + layout_.small_offset(rank, static_cast<int>(call % 2));
+}
+
+std::byte* Domain::staging(int rank, uint64_t round) const {
+  return segment_.data() +
+         layout_.staging_offset(rank,
+                                static_cast<int>(round % static_cast<uint64_t>(layout_.slots)));
+}
+
+Domain::Control& Domain::control(int rank) const {
+  return *reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(rank));
+}
+
+Domain::SharedCounter& Domain::counter(int rank, Counter c) const {
+  return control(rank).counters[static_cast<int>(c)];
+}
+
+uint64_t Domain::take_rounds(uint64_t count) {
+  uint64_t first = next_round_;
+  next_round_ += count;
+  return first;
+}
+
+uint64_t Domain::take_small_call() {
+  return next_small_++;
+}
+
+// --- call announcements -----------------------------------------------------
+
+void Domain::announce(const CallSignature& call) {
+  Announcement& a = control(rank_).announcement;
+  a.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(static_cast<void*>(&a.sig), &call, sizeof call);
+  a.seq.store(call.seq, std::memory_order_release);
+}
+
+void Domain::check_announcement_of(int rank, const CallSignature& call) const {
+  const Announcement& a = control(rank).announcement;
+  if (a.seq.load(std::memory_order_acquire) != call.seq) return;
+  CallSignature theirs;
+  std::memcpy(&theirs, static_cast<const void*>(&a.sig), sizeof theirs);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (a.seq.load(std::memory_order_relaxed) != call.seq) return;  // rewritten meanwhile
+  if (theirs == call) return;
+  throw IoError(CHORUS_ERR_MISMATCH,
+                fmt::format("collective mismatch: rank {} called {} but rank {} called {}", rank,
+                            describe(theirs), rank_, describe(call)));
+}
+
+void Domain::check_announcements(const CallSignature& call) const {
+  for (int r = 0; r < layout_.ranks; ++r)
+    if (r != rank_) check_announcement_of(r, call);
+}
+
+// --- synchronisation ------------------------------------------------------
+
+void Domain::publish(Counter c, uint64_t value) {
+  SharedCounter& mine = counter(rank_, c);
+  mine.value.store(value, std::memory_order_seq_cst);
+  // Pairs with the waiter's sleepers increment + re-check (both seq_cst).
+  if (mine.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_shared(&mine.value);
+}
+
+int Domain::first_behind(Counter c, uint64_t value, int from) const {
+  for (int i = 0; i < layout_.ranks; ++i) {
+    int r = (from + i) % layout_.ranks;
+    if (counter(r, c).value.load(std::memory_order_acquire) < value) return r;
+  }
+  return -1;
+}
+
+void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
+  int behind = first_behind(c, value, 0);
+  if (behind < 0) return;
+  if (spec.spin_us > 0) {
+    auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
+    unsigned round = 0;
+    while (true) {
+      spin_pause(round++ % 64);  // pause only: the partner is running, yielding costs more
+      behind = first_behind(c, value, behind);
+      if (behind < 0) return;
+      if ((round & 63) == 0 && Clock::now() >= spin_until) break;
+    }
+  }
+  while (true) {
+    if (spec.check_peers) spec.check_peers();
+    if (spec.call) check_announcement_of(behind, *spec.call);
+    if (spec.deadline.expired()) throw_timeout(c, value, spec);
+    SharedCounter& lagging = counter(behind, c);
+    lagging.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t seen = lagging.value.load(std::memory_order_seq_cst);
+    if (seen < value)
+      futex_wait_shared(
+          &lagging.value, static_cast<uint32_t>(seen),
+          std::min<std::chrono::nanoseconds>(spec.deadline.remaining(), kHealthSlice));
+    lagging.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    behind = first_behind(c, value, behind);
+    if (behind < 0) return;
+  }
+}
+
+void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) const {
+  static const char* const names[] = {"arrival", "staged input", "reduced piece", "drained slot"};
+  std::vector<int> lagging;
+  for (int r = 0; r < layout_.ranks; ++r)
+    if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(r);
+  throw IoError(CHORUS_ERR_TIMEOUT,
+                fmt::format("rank {}: {} timed out in shared memory waiting for the {} of "
+                            "rank(s) {} (step {})",
+                            rank_, spec.call ? describe(*spec.call) : std::string("wait"),
+                            names[static_cast<int>(c)], fmt::join(lagging, ", "), value));
+}
+
+}  // namespace chorus::shm

@@ -1,0 +1,141 @@
+// A shared-memory domain: the ranks of one communicator that share a host,
+// and the segment through which they reduce straight from each other's data.
+//
+// Layout of the segment (every part 64-byte aligned, every counter on its own
+// cache line):
+//
+//   Header | per rank r: Control[r] | Small[r][2] | Staging[r][slots]
+//
+// - Control[r]: the monotonic counters rank r publishes (Counter below). They
+//   never reset: rounds and small calls are numbered per communicator, and all
+//   ranks issue the same calls, so "every rank's counter >= v" is a phase
+//   barrier.
+// - Small[r][2]: the latency path's input copies, used alternately (parity of
+//   the small-call number). Rank r may overwrite Small[r][c % 2] at call c
+//   because finishing call c-1 needed every rank's arrival at c-1, which each
+//   rank posts only after it finished reading for call c-2.
+// - Staging[r][k]: the pipeline's slots, `pieces` (= ranks) pieces of
+//   piece_bytes each. Round g uses slot g % slots in every rank.
+//
+// Waiting: spin for spin_us, then sleep on the counter's low 32 bits with a
+// process-shared futex, waking every 10 ms to ask the control channel (the
+// point-to-point transport) whether a peer died or aborted, so that a killed
+// rank ends every wait within well under a second.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lib/bootstrap/store.hpp"
+#include "lib/core/contract.hpp"
+#include "lib/core/deadline.hpp"
+#include "transports/shm/segment.hpp"
+
+namespace chorus::shm {
+
+struct Layout {
+  int ranks = 1;
+  int slots = 3;
+  std::size_t piece_bytes = 64 * 1024;  // pipeline unit per rank per round; multiple of 64
+  std::size_t small_bytes = 32 * 1024;  // latency-path buffer; multiple of 64
+
+  std::size_t slot_bytes() const { return piece_bytes * static_cast<std::size_t>(ranks); }
+  std::size_t control_offset(int rank) const;
+  std::size_t small_offset(int rank, int parity) const;
+  std::size_t staging_offset(int rank, int slot) const;
+  std::size_t total_bytes() const;
+};
+
+enum class Counter : int {
+  small = 0,    // small calls (and barriers) this rank has arrived at
+  staged = 1,   // pipeline rounds whose input this rank has staged
+  reduced = 2,  // rounds whose piece this rank has reduced
+  drained = 3,  // rounds this rank has finished reading from the others
+};
+inline constexpr int kCounterCount = 4;
+
+// What a wait needs besides the counters: when to give up, how long to spin,
+// and how to learn that a peer failed (throws IoError if one did).
+struct WaitSpec {
+  Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));
+  int spin_us = 0;
+  std::function<void()> check_peers;
+  const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
+};
+
+class Domain {
+ public:
+  struct Options {
+    int rank = 0;
+    Layout layout;
+    std::string name_prefix;  // segment_name_prefix(job token)
+    std::string key_prefix;   // store namespace of this communicator
+    Deadline deadline = Deadline::after(std::chrono::seconds(60));
+  };
+  // Collective over the `layout.ranks` ranks: rank 0 creates the segment,
+  // publishes its name in the store, the others map it, and rank 0 unlinks it
+  // once all have.
+  static std::unique_ptr<Domain> join(Store& store, const Options& options);
+  ~Domain();
+
+  int rank() const { return rank_; }
+  int size() const { return layout_.ranks; }
+  const Layout& layout() const { return layout_; }
+  const std::string& segment_name() const { return segment_.name(); }
+
+  std::byte* small_buffer(int rank, uint64_t call) const;
+  std::byte* staging(int rank, uint64_t round) const;
+
+  // Every call starts by announcing itself; a rank that waits on a peer
+  // compares the peer's announcement with its own call and fails with
+  // CHORUS_ERR_MISMATCH (naming both ranks and both calls) if they differ.
+  void announce(const CallSignature& call);
+  // Throws the mismatch error if any rank that announced the same sequence
+  // number announced a different call. Ranks already past it, or not there
+  // yet, are skipped (they compare with this rank's announcement themselves).
+  void check_announcements(const CallSignature& call) const;
+
+  // Publishes this rank's counter (release: what it wrote before is visible
+  // to whoever sees the value).
+  void publish(Counter counter, uint64_t value);
+  // Returns once every rank's counter is >= value (acquire).
+  void wait_all(Counter counter, uint64_t value, const WaitSpec& spec);
+
+  // Numbering shared by all ranks (all issue the same calls): the first
+  // round / small call a new call uses. Advances by what it takes.
+  uint64_t take_rounds(uint64_t count);
+  uint64_t take_small_call();
+
+ private:
+  struct alignas(64) SharedCounter {
+    std::atomic<uint64_t> value;
+    std::atomic<uint32_t> sleepers;
+  };
+  struct alignas(64) Announcement {
+    std::atomic<uint64_t> seq;  // 0 while sig is being written (a sequence lock)
+    CallSignature sig;
+  };
+  struct Control {
+    SharedCounter counters[kCounterCount];
+    Announcement announcement;
+  };
+  Control& control(int rank) const;
+  void check_announcement_of(int rank, const CallSignature& call) const;
+  Domain(int rank, const Layout& layout, Segment segment);
+  SharedCounter& counter(int rank, Counter counter) const;
+  int first_behind(Counter counter, uint64_t value, int from) const;
+  [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
+
+  int rank_;
+  Layout layout_;
+  Segment segment_;
+  uint64_t next_round_ = 0;
+  uint64_t next_small_ = 0;
+};
+
+}  // namespace chorus::shm
