@@ -9,7 +9,10 @@
 // per-rank average (reduced with CHORUS_MAX after the timed region). With
 // -c 1 one more op runs on fresh data and every element of the result is
 // compared with a closed-form reference computed on each rank. Only rank 0
-// prints. See docs/benchmarks.md.
+// prints. Before the sweep, rank 0 measures the machine's single-thread memcpy
+// bandwidth at every size while the other ranks wait at a barrier; the
+// limit(GB/s) and %limit columns show it and busbw as a fraction of it
+// (--no-limit skips this). See docs/benchmarks.md.
 #include <chorus.h>
 
 #include <CLI/CLI.hpp>
@@ -265,6 +268,7 @@ struct Options {
   int inplace = 0;
   int64_t timeout_ms = 0;
   std::string sync = "barrier";
+  bool no_limit = false;
 };
 
 struct Ctx {
@@ -474,13 +478,14 @@ T reduce_scalar(Ctx& c, T value, chorus_dtype_t dtype, chorus_op_t op, const cha
   return v[0];
 }
 
-// Lines the ranks up outside any timed region.
-chorus_result_t sync_ranks(const Ctx& c) {
-  if (c.opt.sync == "barrier") return chorus_barrier(c.comm, c.opt.timeout_ms);
+// Lines the ranks up outside any timed region (timeout_ms < 0: --timeout-ms).
+chorus_result_t sync_ranks(const Ctx& c, int64_t timeout_ms = -1) {
+  if (timeout_ms < 0) timeout_ms = c.opt.timeout_ms;
+  if (c.opt.sync == "barrier") return chorus_barrier(c.comm, timeout_ms);
   // One element per rank, so no ring step carries an empty message.
   std::vector<int32_t> tokens(static_cast<size_t>(c.nranks), 0);
   return chorus_allreduce(c.comm, tokens.data(), tokens.data(), tokens.size(), CHORUS_INT32,
-                          CHORUS_SUM, c.opt.timeout_ms);
+                          CHORUS_SUM, timeout_ms);
 }
 
 void* alloc_touched(size_t bytes) {
@@ -493,6 +498,75 @@ void* alloc_touched(size_t bytes) {
   }
   std::memset(p, 0, bytes);  // touch every page once, outside any timed region
   return p;
+}
+
+// ------------------------------------------------------------- memcpy limit
+//
+// The reference of the limit(GB/s) and %limit columns: single-thread memcpy
+// bandwidth at each size of the sweep, bytes / (time of one memcpy of that many
+// bytes), the median of several samples. Source and destination are distinct,
+// page-aligned buffers of the largest size, allocated and touched first. A
+// sample times `copies` back-to-back copies (doubled from 1 until a sample
+// lasts kLimitMinSample, so the clock's cost and resolution vanish at small
+// sizes) and divides by `copies`; the calibration doubles as warm-up. Each size
+// takes about kLimitSizeBudget (at least kLimitMinSamples samples); once
+// kLimitTotalBudget has passed the remaining sizes take one sample each.
+
+constexpr double kLimitMinSample = 100e-6;  // seconds per sample, at least
+constexpr double kLimitSizeBudget = 30e-3;  // seconds of samples per size
+constexpr double kLimitTotalBudget = 2.0;   // seconds for the whole table
+constexpr int kLimitMinSamples = 5, kLimitMaxSamples = 11;
+
+// Tells the compiler the copy's result is used, so no copy is dropped or merged.
+inline void keep(void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+}
+
+double time_copies(void* dst, const void* src, size_t bytes, int64_t copies) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < copies; ++i) {
+    std::memcpy(dst, src, bytes);
+    keep(dst);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// GB/s (10^9 bytes/s) for each size; *seconds: how long the whole table took.
+std::vector<double> measure_memcpy(const std::vector<uint64_t>& sizes, double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const uint64_t largest = sizes.empty() ? 1 : *std::max_element(sizes.begin(), sizes.end());
+  void* src = alloc_touched(largest);
+  void* dst = alloc_touched(largest);
+  std::vector<double> gbps;
+  std::vector<double> samples;
+  for (const uint64_t size : sizes) {
+    const size_t bytes = static_cast<size_t>(size);
+    int64_t copies = 1;
+    double t = time_copies(dst, src, bytes, copies);
+    while (t < kLimitMinSample && copies < (int64_t{1} << 30)) {
+      copies *= 2;
+      t = time_copies(dst, src, bytes, copies);
+    }
+    int n = static_cast<int>(std::clamp(kLimitSizeBudget / std::max(t, 1e-9),
+                                        static_cast<double>(kLimitMinSamples),
+                                        static_cast<double>(kLimitMaxSamples)));
+    if (elapsed() > kLimitTotalBudget) n = 1;
+    samples.clear();
+    for (int i = 0; i < n; ++i)
+      samples.push_back(time_copies(dst, src, bytes, copies) / static_cast<double>(copies));
+    std::sort(samples.begin(), samples.end());
+    const double median =
+        samples.size() % 2 ? samples[samples.size() / 2]
+                           : 0.5 * (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]);
+    gbps.push_back(static_cast<double>(size) / median / 1e9);
+  }
+  std::free(src);
+  std::free(dst);
+  *seconds = elapsed();
+  return gbps;
 }
 
 }  // namespace
@@ -524,7 +598,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", o.op, "sum prod min max avg (reducing collectives)");
   app.add_option("-a,--algo", o.algo,
                  "Algorithm: auto, ring or recursive_doubling (allreduce; sets CHORUS_ALGO)");
-  app.add_option("-t,--transport", o.transport, "Transport (sets CHORUS_TRANSPORT): auto or tcp");
+  app.add_option("-t,--transport", o.transport,
+                 "Transport (sets CHORUS_TRANSPORT): auto, tcp, or another this libchorus has "
+                 "(shm); an unknown one fails at init");
   app.add_option("-r,--root", o.root, "Root of broadcast");
   app.add_flag("-J,--json", o.json, "Print one JSON object per line instead of the table");
   app.add_option("-i,--inplace", o.inplace, "In-place operation (0|1)")->check(CLI::Range(0, 1));
@@ -534,6 +610,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"barrier", "allreduce"}));
   app.add_option("--timeout-ms", o.timeout_ms, "Deadline of each op (0: CHORUS_TIMEOUT)")
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  app.add_flag("--no-limit", o.no_limit,
+               "Skip the single-thread memcpy measurement before the sweep (the limit and "
+               "%limit columns show -)");
   CLI11_PARSE(app, argc, argv);
 
   Ctx c;
@@ -622,6 +701,29 @@ int main(int argc, char** argv) {
   c.sendbuf = static_cast<unsigned char*>(
       alloc_touched(c.coll == Coll::broadcast || c.opt.inplace ? 0 : max_send));
 
+  // The limit table: rank 0 copies memory alone (the others have allocated and
+  // touched their buffers, and wait at a barrier, asleep after CHORUS_SPIN_US;
+  // --sync allreduce swaps the barrier for a one-element allreduce, as for the
+  // sweep), then broadcasts it so every rank holds the same figures.
+  std::vector<double> limit_gbps;
+  double limit_seconds = 0;
+  if (!o.no_limit) {
+    if ((rc = sync_ranks(c)) != CHORUS_SUCCESS) fail(c, "sync before the memcpy measurement", rc);
+    std::vector<uint64_t> sizes;
+    for (const Shape& s : shapes) sizes.push_back(s.bytes);
+    if (c.rank == 0) limit_gbps = measure_memcpy(sizes, &limit_seconds);
+    // The wait spans the measurement (seconds), so a short --timeout-ms is raised.
+    const int64_t wait_ms = o.timeout_ms == 0 ? 0 : std::max<int64_t>(o.timeout_ms, 60000);
+    if ((rc = sync_ranks(c, wait_ms)) != CHORUS_SUCCESS)
+      fail(c, "sync after the memcpy measurement", rc);
+    // One element per rank at least, so no step of the broadcast is empty.
+    limit_gbps.resize(std::max(shapes.size(), static_cast<size_t>(c.nranks)), 0.0);
+    if ((rc = chorus_broadcast(c.comm, limit_gbps.data(), limit_gbps.size(), CHORUS_FLOAT64, 0,
+                               o.timeout_ms)) != CHORUS_SUCCESS)
+      fail(c, "broadcast of the memcpy table", rc);
+    limit_gbps.resize(shapes.size());
+  }
+
   const char* algo_col = o.algo.c_str();
   const char* transport = getenv("CHORUS_TRANSPORT");
   if (c.rank == 0 && !o.json) {
@@ -633,18 +735,26 @@ int main(int argc, char** argv) {
     std::printf("# dtype %s, op %s, algo %s, transport %s, inplace %d%s\n", c.dt->name, c.op_name,
                 algo_col, transport ? transport : "auto", o.inplace,
                 c.coll == Coll::broadcast ? (", root " + std::to_string(o.root)).c_str() : "");
-    std::printf("# libchorus version %d\n#\n", chorus_version());
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "size", "count", "type",
-                "redop", "algo", "time", "algbw", "busbw", "#wrong");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "(B)", "(elements)", "", "",
-                "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::printf("# libchorus version %d\n", chorus_version());
+    if (o.no_limit)
+      std::printf("# limit: not measured (--no-limit)\n#\n");
+    else
+      std::printf(
+          "# limit: single-thread memcpy bandwidth at each size on rank 0's host, "
+          "measured in %.2f s before the sweep; %%limit = busbw / limit\n#\n",
+          limit_seconds);
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s  %7s  %7s\n", "size", "count",
+                "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "limit", "%limit");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s  %7s  %7s\n", "(B)", "(elements)",
+                "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(GB/s)", "");
     std::fflush(stdout);
   }
 
   uint64_t total_wrong = 0;
   double busbw_sum = 0;
   int rows = 0;
-  for (const Shape& s : shapes) {
+  for (size_t row = 0; row < shapes.size(); ++row) {
+    const Shape& s = shapes[row];
     const int iters = bench_iters_for(s.bytes, o.iter_bytes, o.iters);
     const int warmup = bench_warmup_for(s.bytes, o.iter_bytes, o.warmup);
 
@@ -672,18 +782,29 @@ int main(int argc, char** argv) {
     busbw_sum += busbw;
     ++rows;
     if (c.rank != 0) continue;
+    const bool have_limit = !o.no_limit && limit_gbps[row] > 0;
+    const double limit = have_limit ? limit_gbps[row] : 0.0;
+    const double pct = have_limit ? 100.0 * busbw / limit : 0.0;
+    char limit_json[64] = "null", pct_json[64] = "null", limit_txt[32] = "-", pct_txt[32] = "-";
+    if (have_limit) {
+      std::snprintf(limit_json, sizeof limit_json, "%.6f", limit);
+      std::snprintf(pct_json, sizeof pct_json, "%.6f", pct);
+      std::snprintf(limit_txt, sizeof limit_txt, "%.3f", limit);
+      std::snprintf(pct_txt, sizeof pct_txt, "%.2f", pct);
+    }
     if (o.json) {
       std::printf("{\"collective\": \"%s\", \"nranks\": %d, \"size\": %" PRIu64
                   ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"%s\", "
                   "\"root\": %d, \"inplace\": %d, \"warmup\": %d, \"iters\": %d, \"time_us\": "
-                  "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s}\n",
+                  "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
+                  "\"limit_gbps\": %s, \"pct_limit\": %s}\n",
                   coll_name(c.coll), c.nranks, s.bytes, s.elements, c.dt->name, c.op_name, algo_col,
                   c.coll == Coll::broadcast ? o.root : -1, o.inplace, warmup, iters, avg_us, algbw,
-                  busbw, o.check ? std::to_string(wrong).c_str() : "null");
+                  busbw, o.check ? std::to_string(wrong).c_str() : "null", limit_json, pct_json);
     } else {
-      std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s\n", s.bytes,
-                  s.elements, c.dt->name, c.op_name, algo_col, avg_us, algbw, busbw,
-                  o.check ? std::to_string(wrong).c_str() : "N/A");
+      std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s  %7s  %7s\n",
+                  s.bytes, s.elements, c.dt->name, c.op_name, algo_col, avg_us, algbw, busbw,
+                  o.check ? std::to_string(wrong).c_str() : "N/A", limit_txt, pct_txt);
     }
     std::fflush(stdout);
   }

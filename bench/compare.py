@@ -15,9 +15,19 @@ machine's speed hits every configuration alike):
 All three use the same sizes, the same iteration rule (bench/bench_common.h),
 the same timing (max over ranks of the per-rank average of back-to-back ops)
 and the same element-by-element check. The table shows medians over the runs
-and the ratio chorus / max(ompi, ompi-tuned) of bus bandwidth.
+and the ratio chorus / max(ompi, ompi-tuned) of bus bandwidth, and, when
+chorus-bench reports it, Chorus's busbw as a percentage of the machine's
+single-thread memcpy bandwidth at that size (its %limit column).
+
+Transport classes (--transport-class): tcp (Chorus -t tcp; Open MPI btl
+tcp,self on lo) and shm (Chorus -t shm; Open MPI pml ob1, btl vader,self).
+Before the runs a one-size probe checks that chorus-bench accepts the class's
+transport; when it does not (a Chorus without shared memory rejects -t shm),
+Chorus falls back to -t tcp with a message saying so, or, with
+--strict-transport, the script stops.
 
   bench/compare.py --build-dir build-release --np 2,4 --min 8 --max 256M --runs 3
+  bench/compare.py --transport-class shm --np 2 --runs 3
 
 Standard library only. Exit status: 0 when every run succeeded and every
 element checked was right, 1 on wrong results, 2 on a failed run or bad usage.
@@ -37,19 +47,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Transport classes: how each side is told to use the same kind of link.
-# A class maps to Chorus's -t and to Open MPI's BTL selection. Enable "shm"
-# when Chorus has a shared-memory transport (Open MPI's is vader).
+# A class maps to Chorus's -t and to Open MPI's PML/BTL selection.
+# chorus_fallback: the -t Chorus runs with when chorus-bench rejects
+# chorus_transport (None: no fallback, the runs fail).
 TRANSPORT_CLASSES = {
     "tcp": {
         "enabled": True,
         "chorus_transport": "tcp",
+        "chorus_fallback": None,
         "mpi_args": ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
                      "--mca", "pml", "ob1"],
     },
     "shm": {
-        "enabled": False,
+        "enabled": True,
         "chorus_transport": "shm",
-        "mpi_args": ["--mca", "btl", "vader,self", "--mca", "pml", "ob1"],
+        "chorus_fallback": "tcp",
+        "mpi_args": ["--mca", "pml", "ob1", "--mca", "btl", "vader,self"],
     },
 }
 
@@ -117,6 +130,35 @@ def run_one(cmd, timeout, verbose, env=None):
     return rows, summary, None
 
 
+def probe_chorus_transport(chorusrun, chorus_bench, transport, n, timeout, verbose):
+    """Runs one tiny checked allreduce with -t transport; returns None when it
+    worked, else the last lines it printed (why chorus-bench refused)."""
+    cmd = [chorusrun, "-np", str(n), "--timeout", str(timeout), chorus_bench, "allreduce",
+           "-t", transport, "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-c", "1", "--json"]
+    if verbose:
+        print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout + 30)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return "the probe timed out after %ds" % (timeout + 30)
+    if proc.returncode == 0 and any('"summary": true' in line for line in out.splitlines()):
+        return None
+    lines = []
+    for x in (err or out).strip().splitlines():  # every rank says it: once is enough
+        if x.strip() and x not in lines:
+            lines.append(x)
+    # The line naming the cause (chorus_init_from_env's error) first, if any.
+    cause = [x for x in lines if "transport" in x.lower()]
+    return "; ".join((cause or lines)[-2:]) or "exit status %d" % proc.returncode
+
+
 def median_or_none(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -150,7 +192,14 @@ def main():
                     help="check every element of one extra op per size")
     ap.add_argument("--dtype", default="float32", help="float32, float64, int32 or int64")
     ap.add_argument("--transport-class", default="tcp", choices=classes,
-                    help="which links both sides use")
+                    help="which links both sides use: tcp (Chorus -t tcp; Open MPI btl tcp,self "
+                         "on lo) or shm (Chorus -t shm; Open MPI pml ob1, btl vader,self)")
+    ap.add_argument("--strict-transport", action="store_true",
+                    help="stop (exit 2) instead of falling back when chorus-bench rejects the "
+                         "class's transport (e.g. -t shm before Chorus has shared memory)")
+    ap.add_argument("--no-limit", action="store_true",
+                    help="pass --no-limit to chorus-bench: no memcpy measurement, no %%limit "
+                         "column")
     ap.add_argument("--chorus-args", default="",
                     help="extra chorus-bench arguments, one shell-quoted string "
                          "(e.g. '--sync allreduce')")
@@ -189,17 +238,38 @@ def main():
     mpirun_base = [args.mpirun, "--allow-run-as-root", "--oversubscribe"]
     configs = [c for c in CONFIGS if not (args.skip_tuned and c == "ompi-tuned")]
 
+    # Does chorus-bench take this class's transport? (-t shm needs a Chorus with
+    # shared memory.) If not, fall back to the class's fallback and say so.
+    chorus_transport = tclass["chorus_transport"]
+    fallback_note = None
+    if tclass.get("chorus_fallback"):
+        why = probe_chorus_transport(chorusrun, chorus_bench, chorus_transport, min(nps),
+                                     min(args.timeout, 120), args.verbose)
+        if why is not None:
+            if args.strict_transport:
+                print("compare.py: chorus-bench rejected -t %s (%s); stopping "
+                      "(--strict-transport)" % (chorus_transport, why), file=sys.stderr)
+                return 2
+            fallback_note = ("chorus-bench rejected -t %s (%s): Chorus runs with -t %s "
+                             "instead, while Open MPI uses %s, so this is NOT a like-for-like "
+                             "%s comparison" % (chorus_transport, why, tclass["chorus_fallback"],
+                                                " ".join(tclass["mpi_args"]),
+                                                args.transport_class))
+            chorus_transport = tclass["chorus_fallback"]
+            print("compare.py: " + fallback_note, file=sys.stderr, flush=True)
+    chorus_extra = (["--no-limit"] if args.no_limit else []) + shlex.split(args.chorus_args)
+
     def command(config, n):
         if config == "chorus":
             return [chorusrun, "-np", str(n), "--timeout", str(args.timeout), chorus_bench,
-                    "allreduce", "-t", tclass["chorus_transport"]] + common + \
-                shlex.split(args.chorus_args)
+                    "allreduce", "-t", chorus_transport] + common + chorus_extra
         extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
         return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
             shlex.split(args.mpirun_args) + [mpi_bench] + common
 
     failures, wrong_total = [], 0
-    report = {"args": vars(args), "results": {}}
+    report = {"args": vars(args), "chorus_transport": chorus_transport,
+              "transport_fallback": fallback_note, "results": {}}
     started = time.monotonic()
     for n in nps:
         # runs[config][size] -> list of rows
@@ -225,19 +295,28 @@ def main():
         sizes = sorted(set().union(*[set(runs[c]) for c in configs]))
         med = {c: {s: {"busbw": median_or_none([x["busbw_gbps"] for x in runs[c].get(s, [])]),
                        "time": median_or_none([x["time_us"] for x in runs[c].get(s, [])]),
+                       "pct_limit": median_or_none([x.get("pct_limit")
+                                                    for x in runs[c].get(s, [])]),
                        "n": len(runs[c].get(s, []))} for s in sizes} for c in configs}
+        # chorus-bench's %limit (busbw / single-thread memcpy at the size), when it has one.
+        show_limit = any(med["chorus"][s]["pct_limit"] is not None for s in sizes)
         report["results"][str(n)] = {"runs": runs, "medians": med, "loadavg": loads}
 
         print()
-        print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s; Open MPI %s)" %
-              (args.dtype, n, args.transport_class, tclass["chorus_transport"],
+        print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s%s; Open MPI %s)" %
+              (args.dtype, n, args.transport_class, chorus_transport,
+               " FALLBACK, -t %s rejected" % tclass["chorus_transport"] if fallback_note else "",
                " ".join(tclass["mpi_args"])))
         print("## busbw = algbw * 2(n-1)/n, GB/s; medians of %d runs; ratio = chorus / max(ompi)"
-              % args.runs)
+              % args.runs + ("; %limit = chorus busbw / single-thread memcpy GB/s at the size"
+                             if show_limit else ""))
         head = ["size", "chorus", "ompi", "ompi-tuned", "ratio", "chorus", "ompi(best)"]
         unit = ["(B)", "busbw", "busbw", "busbw", "", "time(us)", "time(us)"]
         if "ompi-tuned" not in configs:
             del head[3], unit[3]
+        if show_limit:
+            head.append("chorus")
+            unit.append("%limit")
         fmt = "%10s " + " ".join(["%11s"] * (len(head) - 1))
         print(fmt % tuple(head))
         print(fmt % tuple(unit))
@@ -257,6 +336,8 @@ def main():
                 return "-" if v is None else spec % v
             cells = [fmt_bytes(s), f(c["busbw"])] + [f(x["busbw"]) for x in o] + \
                 [f(ratio, "%.2f"), f(c["time"], "%.1f"), f(best_t, "%.1f")]
+            if show_limit:
+                cells.append(f(c["pct_limit"], "%.2f"))
             print(fmt % tuple(cells))
         smallest = sizes[0] if sizes else None
         if smallest is not None:
@@ -279,6 +360,8 @@ def main():
     print("\n# compare.py: %.0fs, %s" % (time.monotonic() - started,
                                         "all runs OK, every element right" if not failures
                                         else "%d problem(s):" % len(failures)))
+    if fallback_note:
+        print("# note: " + fallback_note)
     for f_ in failures:
         lines = f_.splitlines()
         print("#   " + lines[0])
