@@ -13,6 +13,9 @@ class AllgatherPlan final : public ShmPlan {
                 std::size_t slot)
       : in_(in), out_(out), contribution_(contribution), ranks_(ranks), me_(me), slot_(slot) {}
 
+  std::size_t output_bytes() const override {
+    return contribution_ * static_cast<std::size_t>(ranks_);
+  }
   uint64_t rounds() const override { return (contribution_ + slot_ - 1) / slot_; }
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
     out.push_back({in_ + b * slot_, 0, length(b)});

@@ -14,16 +14,21 @@ class AllreducePlan final : public ShmPlan {
                 std::size_t piece)
       : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece) {}
 
+  std::size_t output_bytes() const override { return total_; }
   uint64_t rounds() const override { return (total_ + block() - 1) / block(); }
+  // Every piece but its own: it reduces that one straight from its input.
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
-    std::size_t start = b * block();
-    out.push_back({in_ + start, 0, std::min(block(), total_ - start)});
+    for (int j = 0; j < ranks_; ++j) {
+      auto [start, bytes] = piece_of(b, j);
+      if (j != me_ && bytes)
+        out.push_back({in_ + start, static_cast<std::size_t>(j) * piece_, bytes});
+    }
   }
   bool reduces() const override { return true; }
   bool gathers_reduced() const override { return true; }
   ShmReduce reduce(uint64_t b) const override {
     auto [start, bytes] = piece_of(b, me_);
-    return {static_cast<std::size_t>(me_) * piece_, out_ + start, bytes};
+    return {static_cast<std::size_t>(me_) * piece_, out_ + start, bytes, in_ + start};
   }
   void gather(uint64_t b, std::vector<ShmGather>& out) const override {
     for (int j = 0; j < ranks_; ++j) {

@@ -12,6 +12,7 @@ class BroadcastPlan final : public ShmPlan {
   BroadcastPlan(std::byte* buf, std::size_t total, int root, int me, std::size_t slot)
       : buf_(buf), total_(total), root_(root), me_(me), slot_(slot) {}
 
+  std::size_t output_bytes() const override { return me_ == root_ ? 0 : total_; }
   uint64_t rounds() const override { return (total_ + slot_ - 1) / slot_; }
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
     if (me_ == root_) out.push_back({buf_ + b * slot_, 0, length(b)});

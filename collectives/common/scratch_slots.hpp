@@ -8,6 +8,8 @@ namespace chorus::scratch_slot {
 
 inline constexpr int ring_staging = 0;    // ring pipeline: received segments before reduction
 inline constexpr int small_exchange = 1;  // recursive doubling: the partner's buffer
+inline constexpr int shm_reduction =
+    2;  // shared memory: one reduced piece, before it is copied out
 inline constexpr int kFirstFreeSlot = 8;
 
 }  // namespace chorus::scratch_slot

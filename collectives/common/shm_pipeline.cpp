@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "collectives/common/scratch_slots.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/memcopy.hpp"
 
 namespace chorus {
 
@@ -42,6 +44,17 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
   domain.announce(ctx.sig);
   const uint64_t rounds = plan.rounds();
   const uint64_t first = domain.take_rounds(rounds);
+  const bool streaming = plan.output_bytes() >= kStreamingMin;
+  auto copy_out = [streaming](std::byte* dst, const std::byte* src, std::size_t bytes) {
+    if (streaming)
+      copy_streaming(dst, src, bytes);
+    else
+      std::memcpy(dst, src, bytes);
+  };
+  std::byte* reduced =
+      plan.reduces()
+          ? ctx.scratch.get(scratch_slot::shm_reduction, domain.layout().piece_bytes).data()
+          : nullptr;
   std::vector<ShmStage> stages;
   std::vector<ShmGather> gathers;
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
@@ -71,9 +84,20 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
         CHORUS_CHECK(r.offset + r.bytes <= slot_bytes && r.bytes % elem == 0,
                      "reduce of {} bytes at {} in a {}-byte slot", r.bytes, r.offset, slot_bytes);
         for (int j = 0; j < n; ++j)
-          inputs[static_cast<std::size_t>(j)] = domain.staging(j, g) + r.offset;
-        reduce_in_rank_order(r.dst, inputs, r.bytes / elem, dtype, op);
-        if (plan.gathers_reduced()) std::memcpy(mine + r.offset, r.dst, r.bytes);
+          inputs[static_cast<std::size_t>(j)] =
+              j == me && r.own ? r.own : domain.staging(j, g) + r.offset;
+        CHORUS_CHECK(r.bytes <= domain.layout().piece_bytes, "reduce of {} bytes, pieces of {}",
+                     r.bytes, domain.layout().piece_bytes);
+        if (plan.gathers_reduced() && r.own) {
+          // Its own slot piece is not an input (its input is read in place):
+          // reduce straight into it, where the others will gather from.
+          reduce_in_rank_order(mine + r.offset, inputs, r.bytes / elem, dtype, op);
+          copy_out(r.dst, mine + r.offset, r.bytes);
+        } else {
+          reduce_in_rank_order(reduced, inputs, r.bytes / elem, dtype, op);
+          if (plan.gathers_reduced()) std::memcpy(mine + r.offset, reduced, r.bytes);
+          copy_out(r.dst, reduced, r.bytes);
+        }
       }
       if (plan.gathers_reduced()) {
         domain.publish(shm::Counter::reduced, g + 1);
@@ -83,10 +107,11 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
     for (const ShmGather& x : gathers) {
       CHORUS_CHECK(x.offset + x.bytes <= slot_bytes && x.from >= 0 && x.from < n,
                    "gather of {} bytes at {} from rank {}", x.bytes, x.offset, x.from);
-      if (x.bytes) std::memcpy(x.dst, domain.staging(x.from, g) + x.offset, x.bytes);
+      if (x.bytes) copy_out(x.dst, domain.staging(x.from, g) + x.offset, x.bytes);
     }
     domain.publish(shm::Counter::drained, g + 1);
   }
+  if (streaming) streaming_fence();
 }
 
 }  // namespace chorus

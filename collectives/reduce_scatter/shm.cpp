@@ -13,15 +13,18 @@ class ReduceScatterPlan final : public ShmPlan {
                     std::size_t piece)
       : in_(in), out_(out), block_(block), ranks_(ranks), me_(me), piece_(piece) {}
 
+  std::size_t output_bytes() const override { return block_; }
   uint64_t rounds() const override { return (block_ + piece_ - 1) / piece_; }
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
     for (int k = 0; k < ranks_; ++k)
-      out.push_back({in_ + static_cast<std::size_t>(k) * block_ + b * piece_,
-                     static_cast<std::size_t>(k) * piece_, length(b)});
+      if (k != me_)
+        out.push_back({in_ + static_cast<std::size_t>(k) * block_ + b * piece_,
+                       static_cast<std::size_t>(k) * piece_, length(b)});
   }
   bool reduces() const override { return true; }
   ShmReduce reduce(uint64_t b) const override {
-    return {static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(b)};
+    return {static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(b),
+            in_ + static_cast<std::size_t>(me_) * block_ + b * piece_};
   }
 
  private:

@@ -4,10 +4,10 @@
 // bytes of input per rank; P = the domain's piece size.
 //
 // Steps (common/shm_pipeline.hpp), round b covers bytes [b P, (b + 1) P) of
-// every output: each rank stages that range of each of its n input blocks
-// (piece k = destined for rank k), then reduces piece r (its own) across all n
-// slots into its output. Nothing is gathered.
-// Per rank: n R copied in, n R read and R written by the reduction.
+// every output: each rank stages that range of each of the others' input
+// blocks (piece k = destined for rank k), then reduces piece r (its own: its
+// input in place, the others' slots) into its output. Nothing is gathered.
+// Per rank: (n-1) R copied in, n R read and R written by the reduction.
 #pragma once
 
 #include <cstddef>
