@@ -21,9 +21,15 @@ case $case_name in
     [ $rc -eq 0 ] || fail "exit status $rc"
     [ "$(grep -c 'C++ API: 0 wrong' "$out")" -eq 3 ] || fail "not every rank reported 0 wrong"
     ;;
-  kill)
+  kill | kill-tcp | kill-shm)
+    # kill: the default choice (shared memory on one host); kill-tcp / kill-shm
+    # force the transport. No segment may be left in /dev/shm.
     np=4 victim=2
-    timeout 60 "$chorusrun" -np $np "$e2e" kill $victim >"$out" 2>"$err"
+    transport=auto
+    [ "$case_name" = kill-tcp ] && transport=tcp
+    [ "$case_name" = kill-shm ] && transport=shm
+    shm_before=$(ls /dev/shm | grep '^chorus-' | sort)
+    CHORUS_TRANSPORT=$transport timeout 60 "$chorusrun" -np $np "$e2e" kill $victim >"$out" 2>"$err"
     rc=$?
     elapsed=$(echo "$(date +%s.%N) - $start" | bc)
     [ $rc -ne 0 ] || fail "chorusrun exited 0 although rank $victim was killed"
@@ -34,7 +40,46 @@ case $case_name in
     done
     # Bound generous to CPU noise; the design target is a few seconds.
     awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "took ${elapsed}s (limit 10s)"
-    echo "killed rank $victim: job ended in ${elapsed}s with status $rc"
+    shm_after=$(ls /dev/shm | grep '^chorus-' | sort)
+    new_segments=$(comm -13 <(echo "$shm_before") <(echo "$shm_after"))
+    [ -z "$new_segments" ] || fail "segments left in /dev/shm: $new_segments"
+    echo "killed rank $victim ($transport): job ended in ${elapsed}s with status $rc, /dev/shm clean"
+    ;;
+  shm-leftover)
+    # A rank killed while it held a segment's name (set-up): chorusrun removes
+    # the job's segments when the job ends, and only the job's.
+    other=/dev/shm/chorus-otherjob-e2e$$
+    touch "$other"
+    timeout 60 "$chorusrun" -np 2 bash -c \
+      'touch /dev/shm/chorus-${CHORUS_JOB_TOKEN}-e2e$CHORUS_RANK; kill -9 $$' >"$out" 2>"$err"
+    rc=$?
+    [ -e "$other" ] || fail "chorusrun removed another job's segment"
+    rm -f "$other"
+    [ $rc -ne 0 ] || fail "chorusrun exited 0"
+    left=$(ls /dev/shm | grep -E '^chorus-[0-9a-f]+-e2e[01]$')
+    [ -z "$left" ] || fail "segments left: $left"
+    [ "$(grep -c 'removed shared-memory segment' "$err")" -eq 2 ] || fail "the removals were not reported"
+    ;;
+  concurrent-shm)
+    # Two jobs at once on one host: each uses its own segment (named from its
+    # job token) and both compute correct results.
+    out2=$(mktemp) err2=$(mktemp)
+    CHORUS_LOG_LEVEL=debug timeout 120 "$chorusrun" -np 3 --tag-output "$example" 1048573 >"$out" 2>"$err" &
+    job1=$!
+    CHORUS_LOG_LEVEL=debug timeout 120 "$chorusrun" -np 3 --tag-output "$example" 1048573 >"$out2" 2>"$err2" &
+    job2=$!
+    wait $job1; rc1=$?
+    wait $job2; rc2=$?
+    seg1=$(grep -o 'joined shared-memory segment chorus-[^ ]*' "$err" | sort -u)
+    seg2=$(grep -o 'joined shared-memory segment chorus-[^ ]*' "$err2" | sort -u)
+    cat "$out2" >>"$out"; cat "$err2" >>"$err"
+    rm -f "$out2" "$err2"
+    [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "exit statuses $rc1 $rc2"
+    [ "$(grep -c ': 0 wrong' "$out")" -eq 6 ] || fail "not every rank of both jobs reported 0 wrong"
+    [ "$(echo "$seg1" | wc -l)" -eq 1 ] && [ -n "$seg1" ] || fail "job 1 ranks saw segments: $seg1"
+    [ "$(echo "$seg2" | wc -l)" -eq 1 ] && [ -n "$seg2" ] || fail "job 2 ranks saw segments: $seg2"
+    [ "$seg1" != "$seg2" ] || fail "both jobs used $seg1"
+    echo "job 1: ${seg1##* }; job 2: ${seg2##* }"
     ;;
   mismatch)
     timeout 60 "$chorusrun" -np 3 "$e2e" mismatch 1 >"$out" 2>"$err"

@@ -24,6 +24,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "tools/launcher/output.hpp"
+#include "transports/shm/segment.hpp"
 
 extern char** environ;
 
@@ -408,6 +409,10 @@ int Job::run() {
       break;
     }
   }
+  // Ranks unlink their shared-memory segments once all have mapped them; one
+  // killed inside that window would leave its segment behind.
+  for (const std::string& name : shm::remove_segments(shm::segment_name_prefix(token)))
+    say(fmt::format("removed shared-memory segment /dev/shm/{} left by the job", name));
   if (first_failure_code_) return *first_failure_code_;
   if (timed_out_) return 124;
   if (stop_signal_ != 0) return 128 + stop_signal_;

@@ -258,7 +258,7 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
     auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
     unsigned round = 0;
     while (true) {
-      spin_pause(round++ % 64);  // pause only: the partner is running, yielding costs more
+      spin_pause(round++);  // pause, then yield: a partner that shares our core can run
       behind = first_behind(c, value, behind);
       if (behind < 0) return;
       if ((round & 63) == 0 && Clock::now() >= spin_until) break;

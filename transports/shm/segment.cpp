@@ -1,5 +1,6 @@
 #include "transports/shm/segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -41,6 +42,19 @@ std::string segment_name_prefix(std::string_view job_token) {
   if (clean.size() > 64) clean.resize(64);
   if (clean.empty()) clean = "notoken";
   return fmt::format("chorus-{}-", clean);
+}
+
+std::vector<std::string> remove_segments(const std::string& prefix) {
+  std::vector<std::string> removed;
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return removed;
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) == 0 && shm_unlink(("/" + name).c_str()) == 0)
+      removed.push_back(name);
+  }
+  closedir(dir);
+  return removed;
 }
 
 Segment Segment::create(const std::string& name, std::size_t bytes) {

@@ -11,12 +11,17 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace chorus::shm {
 
 // "chorus-<token>-" (token reduced to [A-Za-z0-9_]; "notoken" when empty).
 // The names of every segment a job creates start with it.
 std::string segment_name_prefix(std::string_view job_token);
+
+// Unlinks every segment in /dev/shm whose name starts with prefix; returns
+// their names. For launchers, once all ranks of a job are gone.
+std::vector<std::string> remove_segments(const std::string& prefix);
 
 class Segment {
  public:
