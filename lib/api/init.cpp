@@ -9,8 +9,13 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/topology/host.hpp"
+#include "transports/routed.hpp"
+#include "transports/routes.hpp"
 #include "transports/shm/domain.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#ifdef CHORUS_HAVE_UCX
+#include "transports/ucx/ucx_transport.hpp"
+#endif
 
 namespace chorus::api {
 namespace {
@@ -36,20 +41,37 @@ BootstrapInfo info_from(const chorus_init_config_t& c) {
 
 std::string requested_transport(const chorus_init_config_t* c, const Config& config) {
   std::string name = (c && c->transport && *c->transport) ? c->transport : config.transport;
-  if (name == "auto" || name == "tcp" || name == "shm") return name;
-  throw UsageError(
-      CHORUS_ERR_UNSUPPORTED,
-      fmt::format("transport '{}' is not available in this build (auto, tcp, shm)", name));
+  if (name == "auto" || name == "tcp" || name == "shm" || name == "ucx") return name;
+  throw UsageError(CHORUS_ERR_UNSUPPORTED,
+                   fmt::format("unknown transport '{}' (auto, tcp, ucx, shm)", name));
 }
 
-// Shared-memory collectives need every rank on this host (by host identity).
-bool wants_shared_memory(const std::string& requested, const topology::HostMap& hosts) {
-  if (requested == "shm" && !hosts.all_on_one_host())
-    throw UsageError(CHORUS_ERR_UNSUPPORTED,
-                     fmt::format("CHORUS_TRANSPORT=shm needs every rank on one host, but the "
-                                 "{} ranks run on {} hosts",
-                                 hosts.size(), hosts.host_count()));
-  return (requested == "auto" || requested == "shm") && hosts.size() > 1 && hosts.all_on_one_host();
+// The point-to-point transport: TCP alone, or TCP as the control channel with
+// UCX carrying the peers the plan routes to it.
+std::unique_ptr<Transport> connect_point_to_point(Store& store, const BootstrapInfo& info,
+                                                  const Config& config, const RoutePlan& plan,
+                                                  const std::string& comm_prefix,
+                                                  std::unique_ptr<tcp::TcpTransport> tcp) {
+  if (!plan.uses_ucx) return tcp;
+#ifdef CHORUS_HAVE_UCX
+  ucx::UcxOptions o;
+  o.rank = info.rank;
+  o.size = info.world_size;
+  o.token = info.job_token;
+  o.key_prefix = comm_prefix + "ucx/";
+  o.connect_timeout_s = config.connect_timeout_s;
+  o.close_timeout_s = config.timeout_s;
+  o.allow_shared_memory = plan.ucx_shared_memory;
+  std::vector<std::unique_ptr<Transport>> transports;
+  transports.push_back(std::move(tcp));
+  transports.push_back(std::make_unique<ucx::UcxTransport>(store, o));
+  std::vector<int> route;
+  for (const auto& t : plan.peer_transport) route.push_back(t == "ucx" ? 1 : 0);
+  return std::make_unique<RoutedTransport>(std::move(transports), std::move(route));
+#else
+  (void)store, (void)info, (void)config, (void)comm_prefix;
+  throw InvariantError("UCX routes planned in a build without UCX");
+#endif
 }
 
 shm::Layout shm_layout(const Config& config, int ranks) {
@@ -91,10 +113,14 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   options.zero_copy_min = config.tcp_zero_copy_min;
   options.connect_timeout_s = config.connect_timeout_s;
   options.close_timeout_s = config.timeout_s;
-  auto transport = std::make_unique<tcp::TcpTransport>(*store, options);
+  RoutePlan plan = plan_routes(hosts, requested, ucx_built());
+  auto transport = connect_point_to_point(*store, info, config, plan, comm_prefix,
+                                          std::make_unique<tcp::TcpTransport>(*store, options));
+  if (logger("comm").should_log(spdlog::level::debug))
+    for (const auto& line : plan.describe(info.rank)) logger("comm").debug("{}", line);
 
   std::unique_ptr<shm::Domain> domain;
-  if (wants_shared_memory(requested, hosts)) {
+  if (plan.shm_collectives) {
     shm::Domain::Options o;
     o.rank = info.rank;
     o.layout = shm_layout(config, info.world_size);

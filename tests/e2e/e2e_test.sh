@@ -51,7 +51,9 @@ case $case_name in
     other=/dev/shm/chorus-otherjob-e2e$$
     touch "$other"
     timeout 60 "$chorusrun" -np 2 bash -c \
-      'touch /dev/shm/chorus-${CHORUS_JOB_TOKEN}-e2e$CHORUS_RANK; kill -9 $$' >"$out" 2>"$err"
+      'p=/dev/shm/chorus-${CHORUS_JOB_TOKEN}-e2e; touch $p$CHORUS_RANK
+       for i in $(seq 100); do [ -e ${p}0 ] && [ -e ${p}1 ] && break; sleep 0.05; done
+       [ $CHORUS_RANK = 0 ] && kill -9 $$; sleep 30' >"$out" 2>"$err"
     rc=$?
     [ -e "$other" ] || fail "chorusrun removed another job's segment"
     rm -f "$other"

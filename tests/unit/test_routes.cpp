@@ -1,0 +1,64 @@
+// Transport choice per peer (transports/routes.hpp) from host identities.
+#include <catch2/catch.hpp>
+
+#include "lib/core/error.hpp"
+#include "transports/routes.hpp"
+
+using namespace chorus;
+
+namespace {
+topology::HostMap hosts(std::vector<std::string> ids, int rank) {
+  topology::HostMap m;
+  m.host_of_rank = std::move(ids);
+  m.rank = rank;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("one host: shared-memory collectives, TCP point-to-point in auto", "[routes]") {
+  auto plan = plan_routes(hosts({"a", "a", "a"}, 1), "auto", true);
+  CHECK(plan.shm_collectives);
+  CHECK_FALSE(plan.uses_ucx);
+  CHECK(plan.peer_transport == std::vector<std::string>{"tcp", "self", "tcp"});
+  CHECK_THAT(plan.shm_why, Catch::Contains("all 3 ranks share this host"));
+}
+
+TEST_CASE("several hosts: no shared memory anywhere, UCX without its shm transports", "[routes]") {
+  auto plan = plan_routes(hosts({"a", "a", "b", "b"}, 0), "auto", true);
+  CHECK_FALSE(plan.shm_collectives);
+  CHECK(plan.uses_ucx);
+  CHECK_FALSE(plan.ucx_shared_memory);
+  CHECK(plan.peer_transport == std::vector<std::string>{"self", "ucx", "ucx", "ucx"});
+  CHECK_THAT(plan.peer_why[1], Catch::Contains("shared-memory transports off"));
+  auto without_ucx = plan_routes(hosts({"a", "a", "b", "b"}, 2), "auto", false);
+  CHECK(without_ucx.peer_transport == std::vector<std::string>{"tcp", "tcp", "self", "tcp"});
+  CHECK_FALSE(without_ucx.uses_ucx);
+}
+
+TEST_CASE("CHORUS_TRANSPORT forces a transport or fails clearly", "[routes]") {
+  auto tcp = plan_routes(hosts({"a", "a"}, 0), "tcp", true);
+  CHECK_FALSE(tcp.shm_collectives);
+  CHECK(tcp.peer_transport[1] == "tcp");
+  auto ucx = plan_routes(hosts({"a", "a"}, 0), "ucx", true);
+  CHECK_FALSE(ucx.shm_collectives);
+  CHECK(ucx.ucx_shared_memory);
+  CHECK(ucx.peer_transport[1] == "ucx");
+  auto shm = plan_routes(hosts({"a", "a"}, 1), "shm", false);
+  CHECK(shm.shm_collectives);
+  CHECK(shm.peer_transport[0] == "tcp");
+  try {
+    plan_routes(hosts({"a", "b"}, 0), "shm", true);
+    FAIL("shm across hosts was accepted");
+  } catch (const UsageError& e) {
+    CHECK(e.code() == CHORUS_ERR_UNSUPPORTED);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("run on 2 hosts"));
+  }
+  CHECK_THROWS_AS(plan_routes(hosts({"a", "a"}, 0), "ucx", false), UsageError);
+}
+
+TEST_CASE("a single rank has nothing to route", "[routes]") {
+  auto plan = plan_routes(hosts({"a"}, 0), "auto", true);
+  CHECK_FALSE(plan.shm_collectives);
+  CHECK_FALSE(plan.uses_ucx);
+  CHECK(plan.peer_transport == std::vector<std::string>{"self"});
+}

@@ -1,0 +1,85 @@
+#include "transports/routed.hpp"
+
+#include <fmt/format.h>
+
+#include "lib/core/error.hpp"
+
+namespace chorus {
+
+RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> transports,
+                                 std::vector<int> route)
+    : transports_(std::move(transports)), route_(std::move(route)) {
+  CHORUS_CHECK(!transports_.empty() && static_cast<int>(route_.size()) == control().size(),
+               "{} transports, {} routes for {} ranks", transports_.size(), route_.size(),
+               transports_.empty() ? 0 : control().size());
+  for (int r : route_)
+    CHORUS_CHECK(r >= 0 && r < static_cast<int>(transports_.size()), "route to transport {} of {}",
+                 r, transports_.size());
+  for (const auto& t : transports_) name_ += (name_.empty() ? "" : "+") + std::string(t->name());
+}
+
+RoutedTransport::~RoutedTransport() {
+  // Data transports go first: the control channel reports their peers' fate.
+  for (std::size_t i = transports_.size(); i-- > 1;) transports_[i].reset();
+}
+
+Transport& RoutedTransport::route(int peer) const {
+  CHORUS_CHECK(peer >= 0 && peer < static_cast<int>(route_.size()), "peer {} of {}", peer,
+               route_.size());
+  return *transports_[static_cast<std::size_t>(route_[static_cast<std::size_t>(peer)])];
+}
+
+bool RoutedTransport::can_connect(int peer) const {
+  return route(peer).can_connect(peer);
+}
+
+RequestPtr RoutedTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
+                                  std::span<const std::byte> data) {
+  return route(peer).isend(peer, tag, sig, data);
+}
+
+RequestPtr RoutedTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
+                                  std::span<std::byte> data) {
+  return route(peer).irecv(peer, tag, sig, data);
+}
+
+bool RoutedTransport::poll() {
+  bool moved = false;
+  for (auto& t : transports_) moved |= t->poll();
+  return moved;
+}
+
+void RoutedTransport::spin_begin() {
+  for (auto& t : transports_) t->spin_begin();
+}
+
+void RoutedTransport::spin_end() {
+  for (auto& t : transports_) t->spin_end();
+}
+
+void RoutedTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) {
+  route(pending.peer()).wait_for_progress(pending, timeout);
+  if (!pending.done()) check_failed();
+}
+
+void RoutedTransport::check_failed() {
+  try {
+    control().check_failed();
+  } catch (const Error& e) {
+    // The control channel saw a peer die or a rank abort: fail the data
+    // transports' requests too (their peers learn it from the control channel).
+    for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->abort(e.what());
+    throw;
+  }
+  for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->check_failed();
+}
+
+void RoutedTransport::close() {
+  for (std::size_t i = transports_.size(); i-- > 0;) transports_[i]->close();
+}
+
+void RoutedTransport::abort(const std::string& reason) {
+  for (auto& t : transports_) t->abort(reason);
+}
+
+}  // namespace chorus

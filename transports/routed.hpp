@@ -1,0 +1,47 @@
+// Point-to-point traffic routed per peer over several transports (routes.hpp
+// says which). The first transport is the control channel (TCP): connected to
+// every peer, it learns first when a peer dies or a rank aborts, and such a
+// failure is then a failure of every transport here, so that a wait on a
+// data transport (UCX) that would not notice a dead peer ends as well.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/transport.hpp"
+
+namespace chorus {
+
+class RoutedTransport final : public Transport {
+ public:
+  // route[peer] indexes transports; transports[0] is the control channel.
+  RoutedTransport(std::vector<std::unique_ptr<Transport>> transports, std::vector<int> route);
+  ~RoutedTransport() override;
+
+  std::string_view name() const override { return name_; }
+  int rank() const override { return control().rank(); }
+  int size() const override { return control().size(); }
+  bool can_connect(int peer) const override;
+  RequestPtr isend(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<const std::byte> data) override;
+  RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<std::byte> data) override;
+  bool poll() override;
+  void spin_begin() override;
+  void spin_end() override;
+  void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
+  void check_failed() override;
+  void close() override;
+  void abort(const std::string& reason) override;
+
+ private:
+  Transport& control() const { return *transports_.front(); }
+  Transport& route(int peer) const;
+
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<int> route_;
+  std::string name_;
+};
+
+}  // namespace chorus
