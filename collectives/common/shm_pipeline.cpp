@@ -39,7 +39,8 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
   const uint64_t slots = static_cast<uint64_t>(domain.layout().slots);
   const std::size_t slot_bytes = domain.layout().slot_bytes();
   const std::size_t elem = dtype_size(dtype);
-  const shm::WaitSpec spec = shm_wait_spec(ctx);
+  shm::WaitSpec spec = shm_wait_spec(ctx);
+  if (domain.pipeline_spin_us() >= 0) spec.spin_us = domain.pipeline_spin_us();
 
   domain.announce(ctx.sig);
   const uint64_t rounds = plan.rounds();

@@ -101,8 +101,11 @@ std::size_t Layout::total_bytes() const {
 
 // --- set-up ---------------------------------------------------------------
 
-Domain::Domain(int rank, const Layout& layout, Segment segment)
-    : rank_(rank), layout_(layout), segment_(std::move(segment)) {}
+Domain::Domain(int rank, const Layout& layout, Segment segment, int pipeline_spin_us)
+    : rank_(rank),
+      layout_(layout),
+      segment_(std::move(segment)),
+      pipeline_spin_us_(pipeline_spin_us) {}
 
 Domain::~Domain() = default;
 
@@ -173,7 +176,8 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
   }
   log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
               total, describe_layout(layout));
-  return std::unique_ptr<Domain>(new Domain(o.rank, layout, std::move(segment)));
+  return std::unique_ptr<Domain>(
+      new Domain(o.rank, layout, std::move(segment), o.pipeline_spin_us));
 }
 
 // --- access ---------------------------------------------------------------

@@ -76,6 +76,10 @@ class Domain {
     std::string name_prefix;  // segment_name_prefix(job token)
     std::string key_prefix;   // store namespace of this communicator
     Deadline deadline = Deadline::after(std::chrono::seconds(60));
+    // Spin of the pipeline's waits (its rounds wait on every rank several
+    // times); -1: that of the call. resolve_shm_spin_us makes it 0 when ranks
+    // outnumber cores, where the latency path still gains from spinning.
+    int pipeline_spin_us = -1;
   };
   // Collective over the `layout.ranks` ranks: rank 0 creates the segment,
   // publishes its name in the store, the others map it, and rank 0 unlinks it
@@ -87,6 +91,7 @@ class Domain {
   int size() const { return layout_.ranks; }
   const Layout& layout() const { return layout_; }
   const std::string& segment_name() const { return segment_.name(); }
+  int pipeline_spin_us() const { return pipeline_spin_us_; }
 
   std::byte* small_buffer(int rank, uint64_t call) const;
   std::byte* staging(int rank, uint64_t round) const;
@@ -126,7 +131,7 @@ class Domain {
   };
   Control& control(int rank) const;
   void check_announcement_of(int rank, const CallSignature& call) const;
-  Domain(int rank, const Layout& layout, Segment segment);
+  Domain(int rank, const Layout& layout, Segment segment, int pipeline_spin_us);
   SharedCounter& counter(int rank, Counter counter) const;
   int first_behind(Counter counter, uint64_t value, int from) const;
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
@@ -134,6 +139,7 @@ class Domain {
   int rank_;
   Layout layout_;
   Segment segment_;
+  int pipeline_spin_us_;
   uint64_t next_round_ = 0;
   uint64_t next_small_ = 0;
 };
