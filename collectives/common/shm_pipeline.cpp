@@ -100,11 +100,11 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
           copy_out(r.dst, reduced, r.bytes);
         }
       }
-      if (plan.gathers_reduced()) {
-        domain.publish(shm::Counter::reduced, g + 1);
-        domain.wait_all(shm::Counter::reduced, g + 1, spec);
-      }
     }
+    // Published every round, by every plan: the domain totals it.
+    domain.publish(shm::Counter::reduced, g + 1);
+    if (plan.reduces() && plan.gathers_reduced())
+      domain.wait_all(shm::Counter::reduced, g + 1, spec);
     for (const ShmGather& x : gathers) {
       CHORUS_CHECK(x.offset + x.bytes <= slot_bytes && x.from >= 0 && x.from < n,
                    "gather of {} bytes at {} from rank {}", x.bytes, x.offset, x.from);

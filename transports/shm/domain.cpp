@@ -82,8 +82,14 @@ RankArea rank_area(const Layout& l) {
 }
 }  // namespace
 
+// The header, then one cache line per counter kind for the totals.
+std::size_t totals_offset() {
+  return round_up(sizeof(Header));
+}
+
 std::size_t Layout::control_offset(int rank) const {
-  return round_up(sizeof(Header)) + rank_area(*this).total * static_cast<std::size_t>(rank);
+  return totals_offset() + kAlign * kCounterCount +
+         rank_area(*this).total * static_cast<std::size_t>(rank);
 }
 std::size_t Layout::small_offset(int rank, int parity) const {
   auto a = rank_area(*this);
@@ -196,6 +202,11 @@ Domain::Control& Domain::control(int rank) const {
   return *reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(rank));
 }
 
+Domain::SharedCounter& Domain::total(Counter c) const {
+  return *reinterpret_cast<SharedCounter*>(segment_.data() + totals_offset() +
+                                           kAlign * static_cast<std::size_t>(c));
+}
+
 Domain::SharedCounter& Domain::counter(int rank, Counter c) const {
   return control(rank).counters[static_cast<int>(c)];
 }
@@ -240,11 +251,29 @@ void Domain::check_announcements(const CallSignature& call) const {
 
 // --- synchronisation ------------------------------------------------------
 
+namespace {
+// Counters whose "every rank has reached v" is "their total has reached
+// ranks * v": each rank publishes them once per step, and no rank publishes
+// step v + 1 before every rank published v. One shared word to sleep on, and
+// one wake-up per step (by the rank that completes it) instead of one per rank.
+bool totalled(Counter c) {
+  return c != Counter::drained;
+}
+}  // namespace
+
 void Domain::publish(Counter c, uint64_t value) {
   SharedCounter& mine = counter(rank_, c);
   mine.value.store(value, std::memory_order_seq_cst);
   // Pairs with the waiter's sleepers increment + re-check (both seq_cst).
-  if (mine.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_shared(&mine.value);
+  if (totalled(c)) {
+    SharedCounter& sum = total(c);
+    uint64_t now = sum.value.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (now % static_cast<uint64_t>(layout_.ranks) == 0 &&
+        sum.sleepers.load(std::memory_order_seq_cst) != 0)
+      futex_wake_shared(&sum.value);
+  } else if (mine.sleepers.load(std::memory_order_seq_cst) != 0) {
+    futex_wake_shared(&mine.value);
+  }
 }
 
 int Domain::first_behind(Counter c, uint64_t value, int from) const {
@@ -256,32 +285,38 @@ int Domain::first_behind(Counter c, uint64_t value, int from) const {
 }
 
 void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
-  int behind = first_behind(c, value, 0);
-  if (behind < 0) return;
+  // What to watch: the total (target ranks * value), or the lagging rank.
+  const bool summed = totalled(c);
+  const uint64_t target = summed ? value * static_cast<uint64_t>(layout_.ranks) : value;
+  int behind = 0;
+  auto ready = [&] {
+    if (summed) return total(c).value.load(std::memory_order_acquire) >= target;
+    behind = first_behind(c, value, behind);
+    return behind < 0;
+  };
+  if (ready()) return;
   if (spec.spin_us > 0) {
     auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
     unsigned round = 0;
     while (true) {
       spin_pause(round++);  // pause, then yield: a partner that shares our core can run
-      behind = first_behind(c, value, behind);
-      if (behind < 0) return;
+      if (ready()) return;
       if ((round & 63) == 0 && Clock::now() >= spin_until) break;
     }
   }
   while (true) {
     if (spec.check_peers) spec.check_peers();
-    if (spec.call) check_announcement_of(behind, *spec.call);
+    if (spec.call) check_announcements(*spec.call);
     if (spec.deadline.expired()) throw_timeout(c, value, spec);
-    SharedCounter& lagging = counter(behind, c);
-    lagging.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    uint64_t seen = lagging.value.load(std::memory_order_seq_cst);
-    if (seen < value)
+    SharedCounter& watched = summed ? total(c) : counter(behind, c);
+    watched.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t seen = watched.value.load(std::memory_order_seq_cst);
+    if (seen < target)
       futex_wait_shared(
-          &lagging.value, static_cast<uint32_t>(seen),
+          &watched.value, static_cast<uint32_t>(seen),
           std::min<std::chrono::nanoseconds>(spec.deadline.remaining(), kHealthSlice));
-    lagging.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    behind = first_behind(c, value, behind);
-    if (behind < 0) return;
+    watched.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (ready()) return;
   }
 }
 

@@ -4,8 +4,11 @@
 // Layout of the segment (every part 64-byte aligned, every counter on its own
 // cache line):
 //
-//   Header | per rank r: Control[r] | Small[r][2] | Staging[r][slots]
+//   Header | Totals | per rank r: Control[r] | Small[r][2] | Staging[r][slots]
 //
+// - Totals: per counter kind, the sum of every rank's publications; "every
+//   rank reached v" is "total >= ranks * v" (one word to sleep on, one wake-up
+//   per step). The drained counter, waited on with a lag, is not totalled.
 // - Control[r]: the monotonic counters rank r publishes (Counter below). They
 //   never reset: rounds and small calls are numbered per communicator, and all
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
@@ -133,6 +136,7 @@ class Domain {
   void check_announcement_of(int rank, const CallSignature& call) const;
   Domain(int rank, const Layout& layout, Segment segment, int pipeline_spin_us);
   SharedCounter& counter(int rank, Counter counter) const;
+  SharedCounter& total(Counter counter) const;  // sum over ranks (see publish)
   int first_behind(Counter counter, uint64_t value, int from) const;
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
 
