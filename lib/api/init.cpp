@@ -142,9 +142,9 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   }
   logger("comm").info(
       "rank {} of {} ready ({} via {}; {} of them on this host; collectives "
-      "through {}, point-to-point over tcp)",
+      "through {}, point-to-point over {})",
       info.rank, info.world_size, info.store_addr, info.source, hosts.ranks_on_my_host(),
-      domain ? "shared memory" : "the point-to-point transport");
+      domain ? "shared memory" : "point-to-point algorithms", transport->name());
 
   auto handle = std::make_unique<chorus_comm>();
   handle->comm = std::make_unique<Communicator>(std::move(transport), store, config,

@@ -83,6 +83,17 @@ case $case_name in
     [ "$seg1" != "$seg2" ] || fail "both jobs used $seg1"
     echo "job 1: ${seg1##* }; job 2: ${seg2##* }"
     ;;
+  hosts)
+    # Four simulated hosts (a host identity per rank): no shared memory; the
+    # point-to-point algorithms carry the allreduce, over UCX where built.
+    CHORUS_LOG_LEVEL=info timeout 120 "$chorusrun" -np 4 --tag-output bash -c \
+      'CHORUS_HOST_ID=host$((CHORUS_RANK / 2)) exec "$0" 1048573' "$example" >"$out" 2>"$err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    [ "$(grep -c ': 0 wrong' "$out")" -eq 4 ] || fail "not every rank reported 0 wrong"
+    [ "$(grep -c '2 of them on this host; collectives through point-to-point algorithms' "$err")" -eq 4 ] ||
+      fail "ranks on two hosts did not all leave shared memory out"
+    ;;
   mismatch)
     timeout 60 "$chorusrun" -np 3 "$e2e" mismatch 1 >"$out" 2>"$err"
     rc=$?
