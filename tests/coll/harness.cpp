@@ -11,6 +11,9 @@
 #include "lib/core/error.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#ifdef CHORUS_TEST_UCX
+#include "tests/coll/ucx_world.hpp"
+#endif
 
 namespace chorus::test {
 
@@ -115,6 +118,10 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
       owned.push_back(std::make_unique<InprocTransport>(fabric, r));
       transports[static_cast<std::size_t>(r)] = owned.back().get();
     }
+#ifdef CHORUS_TEST_UCX
+  } else if (options.transport == TransportKind::ucx) {
+    transports = ucx_world(n);
+#endif
   } else {
     auto& world = tcp_world(n);
     for (int r = 0; r < n; ++r)
@@ -151,7 +158,12 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
     });
   }
   for (auto& t : threads) t.join();
-  if (owned.empty() && !failures(outcomes).empty()) tcp_worlds().erase(n);
+  if (owned.empty() && !failures(outcomes).empty()) {
+    tcp_worlds().erase(n);
+#ifdef CHORUS_TEST_UCX
+    drop_ucx_world(n);
+#endif
+  }
   return outcomes;
 }
 

@@ -18,7 +18,7 @@ namespace chorus::test {
 
 // shm: the shared-memory collectives (a shm::Domain per rank) with TCP as the
 // control channel.
-enum class TransportKind { inproc, tcp, shm };
+enum class TransportKind { inproc, tcp, shm, ucx };
 
 // The coll_tests binary runs the sweeps over the in-process transport; the
 // coll_tests_tcp binary is the same sources built with CHORUS_TEST_TCP, so
@@ -26,6 +26,8 @@ enum class TransportKind { inproc, tcp, shm };
 // (CHORUS_TEST_SHM) runs them through shared memory.
 #ifdef CHORUS_TEST_TCP
 inline constexpr TransportKind kDefaultTransport = TransportKind::tcp;
+#elif defined(CHORUS_TEST_UCX)  // coll_tests_ucx: the sweeps over UCX (tests/coll/ucx_world.hpp)
+inline constexpr TransportKind kDefaultTransport = TransportKind::ucx;
 #elif defined(CHORUS_TEST_SHM)
 inline constexpr TransportKind kDefaultTransport = TransportKind::shm;
 #else

@@ -1,0 +1,428 @@
+// The UCX transport between thread ranks of one process, through a real store
+// (and, for peer death, with a rank in a child process). Registered twice:
+// with the default UCX settings (shared memory) and with UCX_TLS=tcp.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "lib/bootstrap/tcp_store.hpp"
+#include "lib/core/error.hpp"
+#include "transports/ucx/ucx_tls.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+extern char** environ;
+
+using namespace chorus;
+using namespace chorus::ucx;
+
+namespace {
+
+const std::string kToken = "test-token";
+
+CallSignature sig_of(uint64_t seq, uint64_t count) {
+  CallSignature s;
+  s.seq = seq;
+  s.count = count;
+  s.kind = static_cast<uint8_t>(CollectiveKind::allreduce);
+  return s;
+}
+
+UcxOptions options_for(int rank, int size, const std::string& prefix) {
+  UcxOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.token = kToken;
+  o.key_prefix = prefix;
+  o.connect_timeout_s = 20;
+  o.close_timeout_s = 10;
+  return o;
+}
+
+using World = std::vector<std::unique_ptr<UcxTransport>>;
+
+// Builds `size` connected transports on threads (set-up is collective).
+World make_world(TcpStoreServer& server, int size, const std::string& prefix,
+                 const std::function<void(UcxOptions&)>& tweak = {}) {
+  World world(size);
+  std::vector<std::unique_ptr<TcpStoreClient>> stores(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      stores[r] = std::make_unique<TcpStoreClient>(server.address(), kToken,
+                                                   Deadline::after(std::chrono::seconds(20)));
+      auto o = options_for(r, size, prefix);
+      if (tweak) tweak(o);
+      world[r] = std::make_unique<UcxTransport>(*stores[r], o);
+    });
+  for (auto& t : threads) t.join();
+  return world;
+}
+
+// Closing is collective (every rank waits for its peers' goodbyes).
+void close_world(World& world) {
+  std::vector<std::thread> threads;
+  for (auto& t : world) threads.emplace_back([&t] { t.reset(); });
+  for (auto& t : threads) t.join();
+}
+
+void wait(Transport& t, const RequestPtr& r) {
+  wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
+}
+
+chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* message = nullptr) {
+  try {
+    wait(t, r);
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  return CHORUS_SUCCESS;
+}
+
+std::vector<std::byte> pattern(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
+  return v;
+}
+
+bool names_shm(const std::string& endpoint_info) {
+  for (const char* tl : {"posix/", "sysv/", "xpmem/", "cma/", "knem/"})
+    if (endpoint_info.find(tl) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ucx: UCX_TLS lists with and without shared memory") {
+  CHECK(tls_may_use_shm("all"));
+  CHECK(tls_may_use_shm("sm,tcp"));
+  CHECK(tls_may_use_shm("^ib"));
+  CHECK(tls_may_use_shm("^mm"));  // cma and knem remain
+  CHECK_FALSE(tls_may_use_shm("tcp"));
+  CHECK_FALSE(tls_may_use_shm("^sm"));
+  CHECK_FALSE(tls_may_use_shm("^posix,sysv,xpmem,knem,cma,ib"));
+  CHECK_FALSE(tls_may_use_shm("\\sm,tcp"));  // an explicit (unaliased) name, not the alias
+  CHECK(tls_without_shm("all") == "^sm");
+  CHECK(tls_without_shm("^ib") == "^ib,sm");
+  CHECK(tls_without_shm("sm,tcp,self") == "tcp,self");
+  CHECK(tls_without_shm("posix, cma ,tcp") == "tcp");
+  CHECK(tls_without_shm("tcp") == "tcp");
+  CHECK(tls_without_shm("^sm") == "^sm");
+  CHECK_FALSE(tls_without_shm("shm").has_value());
+  CHECK_FALSE(tls_without_shm("mm,cma").has_value());
+}
+
+TEST_CASE("ucx: headers from the wire are validated") {
+  auto h = make_lead(7, 100, false, sig_of(1, 25));
+  CHECK_FALSE(validate_lead(h, sizeof h + 100, 7));
+  CHECK(validate_lead(h, sizeof h + 99, 7));   // length disagrees with what arrived
+  CHECK(validate_lead(h, sizeof h + 100, 8));  // another job
+  CHECK(validate_lead(h, 20, 7));              // truncated
+  auto bad = h;
+  bad.magic = 0x12345678;
+  CHECK_THAT(*validate_lead(bad, sizeof h + 100, 7), Catch::Contains("magic"));
+  auto bulk = make_lead(7, 1 << 20, true, sig_of(1, 25));
+  CHECK_FALSE(validate_lead(bulk, sizeof bulk, 7));
+  CHECK(validate_lead(bulk, sizeof bulk + 1, 7));
+  auto c = make_control(ControlType::abort, 7);
+  c.length = 10;
+  CHECK_FALSE(validate_control(c, sizeof c + 10, 7));
+  CHECK(validate_control(c, sizeof c + 9, 7));
+  c.length = kMaxReason + 1;
+  CHECK(validate_control(c, sizeof c + kMaxReason + 1, 7));
+  CHECK(make_tag(TagKind::bulk, 5, 0xdeadbeef) ==
+        ((uint64_t(1) << 62) | (uint64_t(5) << 32) | 0xdeadbeef));
+  CHECK(tag_rank(make_tag(TagKind::control, kMaxRanks - 1, 3)) == kMaxRanks - 1);
+}
+
+TEST_CASE("ucx: messages of every size arrive intact, posted before or after arrival") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "sizes/");
+  auto& a = *world[0];
+  auto& b = *world[1];
+  for (std::size_t n :
+       {std::size_t(0), std::size_t(1), std::size_t(8), std::size_t(4095), std::size_t(4096),
+        std::size_t(32767), std::size_t(32768), std::size_t(65536), std::size_t(65536 + 56),
+        std::size_t(100003), std::size_t(9) << 20}) {
+    for (bool receive_first : {true, false}) {
+      INFO("message of " << n << " bytes, receive posted " << (receive_first ? "first" : "later"));
+      auto data = pattern(n, static_cast<int>(n % 97));
+      std::vector<std::byte> got(n);
+      RequestPtr recv, send;
+      auto sig = sig_of(n, n);
+      if (receive_first) recv = b.irecv(0, 1, sig, got);
+      send = a.isend(1, 1, sig, data);
+      if (!receive_first) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let it arrive unexpected
+        recv = b.irecv(0, 1, sig, got);
+      }
+      wait(b, recv);
+      wait(a, send);
+      REQUIRE(got == data);
+    }
+  }
+  close_world(world);
+}
+
+TEST_CASE("ucx: messages with one tag match in order, small and large mixed; tags independent") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "order/");
+  const int kCount = 24;
+  auto size_of = [](int i) -> std::size_t { return i % 3 == 0 ? 70000 + i : 1000 + i; };
+  std::vector<std::vector<std::byte>> sent, got;
+  std::vector<RequestPtr> sends, recvs;
+  for (int i = 0; i < kCount; ++i) {
+    sent.push_back(pattern(size_of(i), i));
+    got.emplace_back(size_of(i));
+  }
+  // Tag 2 receives are posted first but the tag 1 messages must not land there.
+  for (int i = kCount / 2; i < kCount; ++i)
+    recvs.push_back(world[2]->irecv(1, 2, sig_of(i, 0), got[i]));
+  for (int i = 0; i < kCount; ++i)
+    sends.push_back(world[1]->isend(2, i < kCount / 2 ? 1 : 2, sig_of(i, 0), sent[i]));
+  for (int i = 0; i < kCount / 2; ++i) recvs.push_back(world[2]->irecv(1, 1, sig_of(i, 0), got[i]));
+  for (auto& r : recvs) wait(*world[2], r);
+  for (auto& s : sends) wait(*world[1], s);
+  for (int i = 0; i < kCount; ++i) REQUIRE(got[i] == sent[i]);
+  close_world(world);
+}
+
+TEST_CASE("ucx: a mismatched call fails the receive naming both ranks and both calls") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "mismatch/");
+  std::vector<std::byte> data(64), got(64);
+  auto send = world[0]->isend(1, 1, sig_of(3, 16), data);
+  auto recv = world[1]->irecv(0, 1, sig_of(3, 17), got);
+  std::string message;
+  CHECK(error_code(*world[1], recv, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("rank 0 called allreduce #3 (count 16") &&
+                          Catch::Contains("rank 1 called allreduce #3 (count 17"));
+  // Larger than the receive buffer, then smaller.
+  std::vector<std::byte> small(8);
+  auto send2 = world[0]->isend(1, 1, sig_of(4, 1), data);
+  auto recv2 = world[1]->irecv(0, 1, sig_of(4, 1), small);
+  CHECK(error_code(*world[1], recv2, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("64 bytes") && Catch::Contains("8 bytes"));
+  auto send3 = world[0]->isend(1, 1, sig_of(5, 1), small);
+  auto recv3 = world[1]->irecv(0, 1, sig_of(5, 1), got);
+  CHECK(error_code(*world[1], recv3, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("sent 8 bytes") && Catch::Contains("expected 64 bytes"));
+  // A large message of another call is refused before any byte reaches the
+  // buffer, and the next message with the tag still matches.
+  auto big = pattern(200000, 3);
+  std::vector<std::byte> big_got(big.size());
+  auto send4 = world[0]->isend(1, 1, sig_of(6, 50000), big);
+  auto recv4 = world[1]->irecv(0, 1, sig_of(7, 50000), big_got);
+  CHECK(error_code(*world[1], recv4, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("rank 0 called allreduce #6") &&
+                          Catch::Contains("rank 1 called allreduce #7"));
+  CHECK(big_got == std::vector<std::byte>(big.size()));
+  wait(*world[0], send4);
+  auto big2 = pattern(200000, 4);
+  auto send5 = world[0]->isend(1, 1, sig_of(8, 50000), big2);
+  auto recv5 = world[1]->irecv(0, 1, sig_of(8, 50000), big_got);
+  wait(*world[1], recv5);
+  wait(*world[0], send5);
+  CHECK(big_got == big2);
+  close_world(world);
+}
+
+TEST_CASE("ucx: abort fails the peers' pending receives with the reason") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "abort/");
+  std::vector<std::byte> got(10), big(1 << 20);
+  auto recv = world[2]->irecv(1, 1, sig_of(1, 10), got);
+  auto pending = world[0]->irecv(2, 1, sig_of(1, 1 << 20), big);
+  world[0]->abort("test reason");
+  CHECK(pending->done());  // failed (and cancelled inside UCX) before abort returned
+  std::string message;
+  CHECK(error_code(*world[2], recv, &message) == CHORUS_ERR_ABORTED);
+  CHECK_THAT(message, Catch::Contains("rank 0 aborted: test reason"));
+  auto recv1 = world[1]->irecv(0, 1, sig_of(1, 10), got);
+  CHECK(error_code(*world[1], recv1) == CHORUS_ERR_ABORTED);
+  // Later requests fail at once.
+  auto later = world[1]->isend(2, 1, sig_of(2, 10), got);
+  CHECK(error_code(*world[1], later) == CHORUS_ERR_ABORTED);
+  CHECK_THROWS_AS(world[2]->check_failed(), IoError);
+  close_world(world);
+}
+
+TEST_CASE("ucx: fail_peer fails what involves that peer, and only that") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "failpeer/", [](UcxOptions& o) { o.close_timeout_s = 1; });
+  std::vector<std::byte> got(100), from0(100), big = pattern(1 << 20, 1);
+  auto recv = world[2]->irecv(1, 1, sig_of(1, 100), got);
+  auto send = world[2]->isend(1, 2, sig_of(1, 1 << 20), big);  // never received
+  auto other = world[2]->irecv(0, 1, sig_of(1, 100), from0);
+  world[2]->fail_peer(1, CHORUS_ERR_PEER_FAILURE, "rank 1 died (seen by the control channel)");
+  std::string message;
+  CHECK(error_code(*world[2], recv, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 died"));
+  CHECK(error_code(*world[2], send) == CHORUS_ERR_PEER_FAILURE);
+  auto later = world[2]->irecv(1, 1, sig_of(2, 100), got);
+  CHECK(later->done());
+  CHECK(error_code(*world[2], later) == CHORUS_ERR_PEER_FAILURE);
+  // Rank 0 is unaffected.
+  auto data = pattern(100, 9);
+  auto send0 = world[0]->isend(2, 1, sig_of(1, 100), data);
+  wait(*world[2], other);
+  wait(*world[0], send0);
+  CHECK(from0 == data);
+  CHECK_NOTHROW(world[2]->check_failed());
+  close_world(world);
+}
+
+TEST_CASE("ucx: a receive from a rank that left fails; what it sent before still arrives") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "left/");
+  auto small = pattern(100, 1), large = pattern(300000, 2);
+  auto s1 = world[0]->isend(1, 5, sig_of(1, 100), small);
+  auto s2 = world[0]->isend(1, 6, sig_of(1, 300000), large);
+  std::vector<std::byte> got(10), got_small(100), got_large(300000);
+  auto recv = world[1]->irecv(0, 7, sig_of(1, 10), got);
+  std::thread closer([&] { world[0]->close(); });
+  std::string message;
+  CHECK(error_code(*world[1], recv, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 0 left"));
+  auto r1 = world[1]->irecv(0, 5, sig_of(1, 100), got_small);
+  auto r2 = world[1]->irecv(0, 6, sig_of(1, 300000), got_large);
+  wait(*world[1], r1);
+  wait(*world[1], r2);
+  CHECK(got_small == small);
+  CHECK(got_large == large);
+  auto after = world[1]->irecv(0, 5, sig_of(2, 100), got_small);
+  CHECK(error_code(*world[1], after) == CHORUS_ERR_PEER_FAILURE);
+  world[1]->close();
+  closer.join();
+  close_world(world);
+}
+
+TEST_CASE("ucx: many concurrent requests between all ranks") {
+  TcpStoreServer server(kToken);
+  const int n = 4, per_peer = 30;
+  auto world = make_world(server, n, "many/");
+  const std::size_t sizes[] = {0, 100, 5000, 40000, 200000};
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::vector<std::vector<std::byte>> out, in;
+        std::vector<RequestPtr> requests;
+        std::vector<std::pair<int, int>> expect;  // (peer, i) per receive
+        for (int peer = 0; peer < n; ++peer) {
+          if (peer == r) continue;
+          for (int i = 0; i < per_peer; ++i) {
+            std::size_t len = sizes[(i + peer) % 5];
+            in.emplace_back(len);
+            expect.emplace_back(peer, i);
+            requests.push_back(
+                world[r]->irecv(peer, static_cast<uint32_t>(i % 4), sig_of(i, len), in.back()));
+          }
+        }
+        for (int peer = 0; peer < n; ++peer) {
+          if (peer == r) continue;
+          for (int i = 0; i < per_peer; ++i) {
+            out.push_back(pattern(sizes[(i + r) % 5], r * 1000 + i));
+            requests.push_back(world[r]->isend(peer, static_cast<uint32_t>(i % 4),
+                                               sig_of(i, out.back().size()), out.back()));
+          }
+        }
+        wait_all(*world[r], requests, Deadline::after(std::chrono::seconds(30)), 20, "many");
+        for (std::size_t k = 0; k < in.size(); ++k) {
+          auto [peer, i] = expect[k];
+          if (in[k] != pattern(sizes[(i + peer) % 5], peer * 1000 + i))
+            errors[r] += fmt::format("message {} from rank {} differs; ", i, peer);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == "");
+  }
+  close_world(world);
+}
+
+TEST_CASE("ucx: shared memory is used only where allowed") {
+  TcpStoreServer server(kToken);
+  SECTION("peers on other hosts: no shared-memory transport") {
+    auto world =
+        make_world(server, 2, "noshm/", [](UcxOptions& o) { o.allow_shared_memory = false; });
+    std::string info = world[0]->endpoint_info(1);
+    INFO("UCX_TLS=" << world[0]->transports() << "\n" << info);
+    CHECK_FALSE(tls_may_use_shm(world[0]->transports()));
+    CHECK(world[0]->peer_error_handling());
+    CHECK(info.find("lane[") != std::string::npos);
+    CHECK_FALSE(names_shm(info));
+    CHECK_FALSE(names_shm(world[1]->endpoint_info(0)));
+    auto data = pattern(100000, 5);
+    std::vector<std::byte> got(data.size());
+    auto r = world[1]->irecv(0, 1, sig_of(1, 1), got);
+    auto s = world[0]->isend(1, 1, sig_of(1, 1), data);
+    wait(*world[1], r);
+    wait(*world[0], s);
+    CHECK(got == data);
+    close_world(world);
+  }
+  SECTION("one host: shared memory when UCX_TLS includes it") {
+    auto world = make_world(server, 2, "shm/");
+    std::string info = world[0]->endpoint_info(1);
+    INFO("UCX_TLS=" << world[0]->transports() << "\n" << info);
+    bool shm = tls_may_use_shm(world[0]->transports());
+    CHECK(world[0]->peer_error_handling() == !shm);
+    CHECK(names_shm(info) == shm);
+    close_world(world);
+  }
+}
+
+namespace {
+
+// Path of the ucx_peer helper, built next to this test.
+std::string peer_helper() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ucx_peer").string();
+}
+
+}  // namespace
+
+TEST_CASE("ucx: a peer process killed with SIGKILL is a peer failure naming it") {
+  TcpStoreServer server(kToken);
+  std::string exe = peer_helper();
+  REQUIRE(std::filesystem::exists(exe));
+  std::vector<std::string> args = {exe, server.address(), kToken, "kill/", "1", "2"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  REQUIRE(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(20)));
+  std::unique_ptr<UcxTransport> rank0;
+  try {
+    rank0 = std::make_unique<UcxTransport>(store, options_for(0, 2, "kill/"));
+  } catch (...) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    throw;
+  }
+  std::vector<std::byte> got(16);
+  auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
+  store.get("kill/ready/1", Deadline::after(std::chrono::seconds(20)));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::string message;
+  CHECK(error_code(*rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  INFO(message);
+  CHECK_THROWS_AS(rank0->check_failed(), IoError);
+  rank0.reset();
+}

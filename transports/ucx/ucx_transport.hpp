@@ -1,0 +1,251 @@
+// UCX transport: one UCP context and worker per transport instance, an
+// endpoint to every peer, tag matching for the data (ucx_wire.hpp has the tag
+// layout and the headers).
+//
+// Set-up: every rank publishes its worker address in the store under
+// key_prefix, creates endpoints to all peers and exchanges a hello (job token,
+// pid, process start time, host boot id) with each; the constructor returns
+// once every peer's hello arrived (bounded by connect_timeout_s).
+//
+// Data: a message smaller than zero_copy_min is one IOV send [LeadHeader |
+// data] into a posted IOV receive [header slot | user buffer]. A larger one is
+// a lead (the header) plus a contiguous bulk message straight from the user's
+// buffer: the receiver checks the lead (signature, size) first and only then
+// posts the bulk receive into the user's buffer, so UCX's rendezvous moves the
+// bytes zero-copy, and a mismatched call never writes the buffer. (An IOV
+// rendezvous is not zero-copy in UCX 1.13: over TCP it was 2-4x slower than a
+// contiguous one here; lead + bulk matches contiguous.) Bulk receives of one
+// (peer, tag) are posted in the order of their leads, so issue order holds for
+// both kinds of message.
+//
+// Progress: all UCX calls happen under mu_. Waiters drive progress (poll()
+// try-locks) and sleep on the worker's event fd themselves (ucp_worker_arm,
+// then poll); a progress thread does the same while nobody waits and stands
+// aside while a waiter spins. UCX callbacks only queue events; they are
+// handled after the UCX call returns (no re-entrancy).
+//
+// Failure: UCX 1.13 selects no shared-memory transport for an endpoint with
+// UCP_ERR_HANDLING_MODE_PEER (posix/sysv have "no peer failure handler"), and
+// without it a SIGKILLed peer goes unnoticed. So: when shared memory is
+// allowed and UCX_TLS includes it, endpoints use UCP_ERR_HANDLING_MODE_NONE
+// and this transport watches the peers' processes itself (same host and pid
+// namespace: /proc/<pid>/stat, every 500 ms); otherwise endpoints use
+// UCP_ERR_HANDLING_MODE_PEER and UCX reports a dead peer. (Thread ranks of one
+// process are not watched; fail_peer() is for what another channel sees.)
+// Either way a dead peer, a peer's abort notice or a malformed message fails
+// every request (IoError naming the peer) and the other peers are told.
+// fail_peer() fails only what involves one peer. Failed receives are
+// cancelled inside UCX; a send cannot be in mode NONE (it only reads).
+//
+// Closing: a goodbye to every peer, then wait (close_timeout_s) for theirs;
+// the destructor closes the endpoints (forced in mode PEER, else flushed).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "include/chorus.h"
+#include "lib/bootstrap/store.hpp"
+#include "transports/transport.hpp"
+#include "transports/ucx/ucx_wire.hpp"
+
+namespace chorus::ucx {
+
+struct UcxOptions {
+  int rank = 0;
+  int size = 1;
+  std::string token;
+  std::string key_prefix = "ucx/";  // store namespace of this transport instance
+  double connect_timeout_s = 60;
+  double close_timeout_s = 30;
+  // False when peers are on different hosts: UCX's shared-memory transports
+  // are then left out of UCX_TLS.
+  bool allow_shared_memory = true;
+  // Messages from this size go as lead + zero-copy bulk message.
+  std::size_t zero_copy_min = 32 * 1024;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(Store& store, UcxOptions options);
+  ~UcxTransport() override;
+
+  std::string_view name() const override { return "ucx"; }
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  bool can_connect(int peer) const override { return peer >= 0 && peer < options_.size; }
+  RequestPtr isend(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<const std::byte> data) override;
+  RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
+                   std::span<std::byte> data) override;
+  bool poll() override;
+  void spin_begin() override;
+  void spin_end() override;
+  void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
+  void check_failed() override;
+  void close() override;
+  void abort(const std::string& reason) override;
+
+  // Fails every pending and later request involving `peer` (receives are
+  // cancelled inside UCX, the endpoint is closed), e.g. when another channel
+  // saw it die. Returns once UCX holds none of those requests' buffers
+  // (bounded: 2 s).
+  void fail_peer(int peer, chorus_result_t code, const std::string& message);
+
+  // UCX's description of the endpoint to `peer`: its lanes and the UCX
+  // transports they use.
+  std::string endpoint_info(int peer);
+  // UCX_TLS as this transport's context uses it.
+  const std::string& transports() const { return tls_; }
+  // Whether endpoints use UCP_ERR_HANDLING_MODE_PEER (else: process watch).
+  bool peer_error_handling() const { return peer_mode_; }
+
+ private:
+  enum class Part : uint8_t { lead, bulk, control, ep_error };
+  // One send or receive in flight; owned by its Peer while UCX may touch it.
+  struct Op : Request {
+    Op(UcxTransport* t, int peer, bool is_send, uint32_t tag, const CallSignature& sig,
+       std::byte* buffer, std::size_t bytes)
+        : Request(peer, is_send, tag, sig, bytes), owner(t), data(buffer) {}
+    UcxTransport* owner;
+    std::byte* data;
+    LeadHeader header{};  // sent, or where a receive's lead header lands
+    ucp_dt_iov_t iov[2]{};
+    void* lead = nullptr;  // UCX requests in flight
+    void* bulk = nullptr;
+    int sends_left = 0;      // sends: UCX sends not yet completed
+    bool in_order = false;   // receives: queued in Peer::recv_order
+    bool lead_done = false;  // receives: the lead arrived (or failed)
+    ucs_status_t lead_status = UCS_OK;
+    std::size_t lead_length = 0;
+    bool drain = false;    // internal: swallows a bulk message nobody wants
+    bool control = false;  // internal: a control message (bytes in `owned`)
+    std::vector<char> owned;
+    std::exception_ptr cancel_error;  // reported when UCX cancels the op
+  };
+  using OpPtr = std::shared_ptr<Op>;
+  struct Event {
+    Op* op;
+    Part part;
+    void* request;
+    ucs_status_t status;
+    std::size_t length;
+    uint64_t sender_tag;
+    int peer;
+  };
+  struct Peer {
+    UcxTransport* self = nullptr;  // the endpoint error callback's argument
+    int rank = 0;
+    ucp_ep_h ep = nullptr;
+    bool hello = false, said_goodbye = false, gone = false;
+    std::exception_ptr failure;  // fail_peer: every request with this peer fails
+    OpPtr goodbye;               // our goodbye to it
+    int64_t watch_pid = 0;       // its process, when we can watch it (else 0)
+    uint64_t watch_start = 0;
+    std::unordered_map<Op*, OpPtr> ops;
+    std::map<uint32_t, std::deque<Op*>> recv_order;  // receives by tag, lead not yet handled
+  };
+
+  // ucx_setup.cpp
+  void init_context();
+  void init_worker();
+  void connect(Store& store);
+  void teardown() noexcept;
+  void on_hello(int peer, const ControlHeader& h);
+  void watch_peers_locked();
+  void progress_loop();
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  // ucx_transport.cpp, ucx_control.cpp (the *_locked ones and callbacks: mu_ held)
+  static void on_send_lead(void* request, ucs_status_t status, void* user_data);
+  static void on_send_bulk(void* request, ucs_status_t status, void* user_data);
+  static void on_recv_lead(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                           void* user_data);
+  static void on_recv_bulk(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                           void* user_data);
+  static void on_recv_control(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                              void* user_data);
+  void track_send(const OpPtr& op, ucs_status_ptr_t request, Part part);
+  void post_control_recv_locked();
+  void post_bulk_recv_locked(Op* op);
+  void post_drain_locked(int peer, uint32_t tag);
+  OpPtr send_control_locked(int peer, ControlType type, int32_t code = 0,
+                            const std::string& reason = "");
+  bool progress_locked();
+  void process_events_locked();
+  void handle_event(const Event& e);
+  void handle_control(int peer, const ControlMessage& msg, std::size_t length);
+  void advance_order_locked(int peer, uint32_t tag);
+  void finish_lead_locked(Op* op);
+  void complete_op(Op* op);
+  void fail_op(Op* op, std::exception_ptr error);
+  void release_op(Op* op);
+  void adopt(const OpPtr& op);
+  void close_ep_locked(int peer, bool force);
+  void peer_failed_locked(int peer, const std::string& why);
+  void fail_all_locked(std::exception_ptr error);
+  void fail_and_notify_locked(chorus_result_t code, const std::string& message,
+                              const std::string& local_message = "");
+  void flush_notices_locked();
+  bool recvs_in_ucx(int peer) const;
+  void drain_unexpected_locked();
+  std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
+                                    const CallSignature& mine, std::size_t my_bytes) const;
+  std::exception_ptr left_error(int peer) const;
+  enum class Arm { armed, busy, unsupported };
+  Arm arm_locked();
+  void sleep_locked(std::unique_lock<std::mutex>& lock, Arm arm, int timeout_ms);
+  // Drives progress until pred() holds or the deadline passes (sleeping on the
+  // event fd with the lock released); returns pred().
+  bool drive_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& pred,
+                   const Deadline& deadline);
+
+  UcxOptions options_;
+  uint64_t job_ = 0;
+  std::string tls_;
+  bool peer_mode_ = true;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_address_t* address_ = nullptr;
+  std::size_t address_length_ = 0;
+  int efd_ = -1;          // the worker's event fd
+  int wake_fd_ = -1;      // eventfd: wakes waiters sleeping on efd_ when another thread completed
+  int stop_fd_ = -1;      // eventfd: stops the progress thread
+  int64_t self_pid_ = 0;  // what the hello tells peers about this process
+  uint64_t self_start_ = 0;
+  std::string boot_id_;
+
+  std::mutex mu_;  // guards everything below and every UCX call after set-up
+  std::vector<Peer> peers_;
+  std::vector<Event> events_;
+  std::mutex ep_errors_mu_;  // endpoint errors, in case UCX reports one from its own thread
+  std::vector<std::pair<int, ucs_status_t>> ep_errors_;
+  std::vector<void*> closing_eps_;  // ucp_ep_close_nbx requests in flight
+  std::vector<OpPtr> notices_;      // abort notices still going out
+  ControlMessage control_msg_{};    // where the posted control receive lands
+  void* control_req_ = nullptr;
+  std::exception_ptr failure_;  // once set, every request fails with it
+  std::atomic<bool> failed_{false};
+  bool closing_ = false, tearing_down_ = false, flushing_ = false, notices_pending_ = false;
+  bool wake_pending_ = false;
+  bool watching_ = false;
+  Clock::time_point next_watch_{};
+  std::size_t live_ops_ = 0;
+
+  std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside
+  std::atomic<uint32_t> sleepers_{0};  // waiters asleep on efd_
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+};
+
+}  // namespace chorus::ucx
