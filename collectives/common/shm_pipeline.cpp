@@ -62,7 +62,8 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
   stages.reserve(static_cast<std::size_t>(n));
   gathers.reserve(static_cast<std::size_t>(n));
 
-  for (uint64_t b = 0; b < rounds; ++b) {
+  // Waits for the round's slot to be free everywhere, stages, publishes.
+  auto stage_round = [&](uint64_t b) {
     const uint64_t g = first + b;
     if (g >= slots) domain.wait_all(shm::Counter::drained, g - slots + 1, spec);
     std::byte* mine = domain.staging(me, g);
@@ -74,6 +75,12 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
       if (s.bytes) std::memcpy(mine + s.offset, s.src, s.bytes);
     }
     domain.publish(shm::Counter::staged, g + 1);
+  };
+
+  if (rounds > 0) stage_round(0);
+  for (uint64_t b = 0; b < rounds; ++b) {
+    const uint64_t g = first + b;
+    std::byte* mine = domain.staging(me, g);
     domain.wait_all(shm::Counter::staged, g + 1, spec);
     if (b == 0) domain.check_announcements(ctx.sig);
 
@@ -82,13 +89,12 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
     if (plan.reduces()) {
       ShmReduce r = plan.reduce(b);
       if (r.bytes > 0) {
-        CHORUS_CHECK(r.offset + r.bytes <= slot_bytes && r.bytes % elem == 0,
+        CHORUS_CHECK(r.offset + r.bytes <= slot_bytes && r.bytes % elem == 0 &&
+                         r.bytes <= domain.layout().piece_bytes,
                      "reduce of {} bytes at {} in a {}-byte slot", r.bytes, r.offset, slot_bytes);
         for (int j = 0; j < n; ++j)
           inputs[static_cast<std::size_t>(j)] =
               j == me && r.own ? r.own : domain.staging(j, g) + r.offset;
-        CHORUS_CHECK(r.bytes <= domain.layout().piece_bytes, "reduce of {} bytes, pieces of {}",
-                     r.bytes, domain.layout().piece_bytes);
         if (plan.gathers_reduced() && r.own) {
           // Its own slot piece is not an input (its input is read in place):
           // reduce straight into it, where the others will gather from.
@@ -103,6 +109,9 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
     }
     // Published every round, by every plan: the domain totals it.
     domain.publish(shm::Counter::reduced, g + 1);
+    // Stage the next round while the others finish this one: its slot is
+    // another one, and its input another block.
+    if (b + 1 < rounds) stage_round(b + 1);
     if (plan.reduces() && plan.gathers_reduced())
       domain.wait_all(shm::Counter::reduced, g + 1, spec);
     for (const ShmGather& x : gathers) {

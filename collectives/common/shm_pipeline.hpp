@@ -10,14 +10,16 @@
 //   1. wait until all ranks drained round g - slots (the slot is free again);
 //   2. stage: copy its input pieces into its slot; publish staged = g + 1;
 //   3. wait until all ranks staged g;
-//   4. reduce (plans that reduce): t = slot_0[p] op slot_1[p] op ... op
+//   4. reduce (plans that reduce): slot_0[p] op slot_1[p] op ... op
 //      slot_{n-1}[p] for its piece p, in rank order (so every rank's copy of a
-//      piece is bit-identical), into a cache-resident scratch piece t, then
-//      copy t to dst and (allreduce) back over its own slot[p];
-//      publish reduced = g + 1; wait until all ranks reduced g (when it gathers);
-//   5. gather: copy the others' pieces into its output; publish drained = g + 1.
+//      piece is bit-identical; its own input is read in place where the plan
+//      says so), into its own slot[p] (allreduce) or a cache-resident scratch
+//      piece, then copied to dst; publish reduced = g + 1;
+//   5. stage round g + 1 (steps 1-2) while the others finish reducing round g;
+//   6. wait until all ranks reduced g (when it gathers reduced pieces);
+//   7. gather: copy the others' pieces into its output; publish drained = g + 1.
 //
-// Bytes moved per rank (allreduce of N bytes): N copied into the segment,
+// Bytes moved per rank (allreduce of N bytes): (n-1)N/n copied into the segment,
 // N (n inputs of N/n) read and N/n written by the reduction, (n-1)N/n copied
 // out. With slots of a few hundred KiB the segment stays in the last-level
 // cache, so main memory sees about one read of the input and one write of the
