@@ -11,7 +11,8 @@ namespace chorus {
 shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   shm::WaitSpec spec;
   spec.deadline = ctx.deadline;
-  spec.spin_us = ctx.spin_us;
+  spec.spin_us = ctx.shm && ctx.shm->spin_us() >= 0 ? ctx.shm->spin_us() : ctx.spin_us;
+  spec.yield_while_spinning = ctx.shm && ctx.shm->oversubscribed();
   spec.check_peers = [&transport = ctx.transport] { transport.check_failed(); };
   spec.call = &ctx.sig;
   return spec;
@@ -39,9 +40,7 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
   const uint64_t slots = static_cast<uint64_t>(domain.layout().slots);
   const std::size_t slot_bytes = domain.layout().slot_bytes();
   const std::size_t elem = dtype_size(dtype);
-  shm::WaitSpec spec = shm_wait_spec(ctx);
-  if (domain.pipeline_spin_us() >= 0) spec.spin_us = domain.pipeline_spin_us();
-
+  const shm::WaitSpec spec = shm_wait_spec(ctx);
   domain.announce(ctx.sig);
   const uint64_t rounds = plan.rounds();
   const uint64_t first = domain.take_rounds(rounds);

@@ -117,7 +117,8 @@ std::vector<ConfigVar> build_registry() {
                }});
   r.push_back({"CHORUS_SPIN_US", "auto",
                "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50, or 0 "
-               "when this host has more than twice as many ranks as cores.",
+               "when this host has more than twice as many ranks as cores (shared-memory "
+               "waits: 50, yielding the core at every poll when ranks outnumber cores).",
                [](Config& c, std::string_view v) {
                  if (lower(v) == "auto") {
                    c.spin_us = -1;
@@ -145,8 +146,8 @@ std::vector<ConfigVar> build_registry() {
                [](const Config& c) { return c.transport; }});
   r.push_back({"CHORUS_SHM_CHUNK", "auto",
                "Bytes each rank reduces per round of a shared-memory collective (multiple of 64; "
-               "K/M suffixes). auto: 256K / ranks (a round stays in cache), 1M / ranks when "
-               "ranks outnumber cores (fewer rounds, fewer wake-ups); at least 16K.",
+               "K/M suffixes). auto: 256K / ranks (a round stays in cache), 512K / ranks when "
+               "ranks outnumber cores (fewer rounds); at least 16K.",
                [](Config& c, std::string_view v) {
                  if (lower(v) == "auto") {
                    c.shm_chunk_bytes = 0;
@@ -233,11 +234,6 @@ int resolve_spin_us(int configured, int ranks_on_host) {
   // Measured on 2 cores: at 4 ranks a short spin still halves small-message
   // latency (the partner is often running); at 8 it only steals their cores.
   return ranks_on_host > 2 * online_cores() ? 0 : 50;
-}
-
-int resolve_shm_spin_us(int configured, int ranks_on_host) {
-  if (configured >= 0) return configured;
-  return ranks_on_host > online_cores() ? 0 : 50;
 }
 
 const Config& global_config() {

@@ -61,10 +61,6 @@ Config load_config(const EnvLookup& env);
 // more than twice as many ranks on this host as cores, a spinner only steals
 // the core its peer needs.
 int resolve_spin_us(int configured, int ranks_on_host);
-// The same for waits on shared-memory flags: there every wait is for ranks of
-// this host, so once they outnumber the cores a spinner is likely waiting for
-// a rank that needs its core: sleep at once.
-int resolve_shm_spin_us(int configured, int ranks_on_host);
 // Cores this process may run on (its CPU affinity).
 int online_cores();
 

@@ -231,7 +231,4 @@ TEST_CASE("CHORUS_SPIN_US: auto spins only while every rank has a core", "[confi
   CHECK(resolve_spin_us(-1, 2 * online_cores()) == 50);
   CHECK(resolve_spin_us(-1, 2 * online_cores() + 1) == 0);
   CHECK(resolve_spin_us(-1, 100000) == 0);
-  CHECK(resolve_shm_spin_us(9, 1000) == 9);
-  CHECK(resolve_shm_spin_us(-1, online_cores()) == 50);
-  CHECK(resolve_shm_spin_us(-1, online_cores() + 1) == 0);
 }

@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <climits>
 #include <cstring>
 #include <random>
@@ -107,11 +109,11 @@ std::size_t Layout::total_bytes() const {
 
 // --- set-up ---------------------------------------------------------------
 
-Domain::Domain(int rank, const Layout& layout, Segment segment, int pipeline_spin_us)
-    : rank_(rank),
-      layout_(layout),
+Domain::Domain(const Options& options, Segment segment)
+    : rank_(options.rank),
+      layout_(options.layout),
       segment_(std::move(segment)),
-      pipeline_spin_us_(pipeline_spin_us) {}
+      options_(options) {}
 
 Domain::~Domain() = default;
 
@@ -182,8 +184,7 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
   }
   log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
               total, describe_layout(layout));
-  return std::unique_ptr<Domain>(
-      new Domain(o.rank, layout, std::move(segment), o.pipeline_spin_us));
+  return std::unique_ptr<Domain>(new Domain(o, std::move(segment)));
 }
 
 // --- access ---------------------------------------------------------------
@@ -299,9 +300,13 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
     auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
     unsigned round = 0;
     while (true) {
-      spin_pause(round++);  // pause, then yield: a partner that shares our core can run
+      if (spec.yield_while_spinning)
+        sched_yield();
+      else
+        spin_pause(round);  // pause, then yield: a partner that shares our core can run
+      ++round;
       if (ready()) return;
-      if ((round & 63) == 0 && Clock::now() >= spin_until) break;
+      if ((spec.yield_while_spinning || (round & 63) == 0) && Clock::now() >= spin_until) break;
     }
   }
   while (true) {
