@@ -61,6 +61,15 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
 
 }  // namespace
 
+std::string mismatch_message(int their_rank, const CallSignature& theirs, std::size_t their_bytes,
+                             int my_rank, const CallSignature& mine, std::size_t my_bytes) {
+  if (theirs == mine)
+    return fmt::format("rank {} sent {} bytes for {} but rank {} expected {} bytes", their_rank,
+                       their_bytes, describe(theirs), my_rank, my_bytes);
+  return fmt::format("collective mismatch: rank {} called {} but rank {} called {}", their_rank,
+                     describe(theirs), my_rank, describe(mine));
+}
+
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
               int spin_us, const CallSignature& call) {
   wait_all_impl(transport, requests, deadline, spin_us, [&] { return describe(call); });

@@ -92,6 +92,12 @@ class Transport {
   virtual void abort(const std::string& reason) = 0;
 };
 
+// The error text every transport uses when a message does not fit its
+// receive: different calls ("collective mismatch: rank A called X but rank B
+// called Y"), or the same call with a different size.
+std::string mismatch_message(int their_rank, const CallSignature& theirs, std::size_t their_bytes,
+                             int my_rank, const CallSignature& mine, std::size_t my_bytes);
+
 // Waits for every request; drives transport.poll() while spinning. Throws the
 // first request's error, or IoError(CHORUS_ERR_TIMEOUT) naming the call (or
 // `what`) and the peers still outstanding when the deadline passes. The

@@ -15,6 +15,7 @@
 #include "lib/core/completion.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
+#include "transports/transport.hpp"
 
 namespace chorus::shm {
 namespace {
@@ -240,9 +241,7 @@ void Domain::check_announcement_of(int rank, const CallSignature& call) const {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (a.seq.load(std::memory_order_relaxed) != call.seq) return;  // rewritten meanwhile
   if (theirs == call) return;
-  throw IoError(CHORUS_ERR_MISMATCH,
-                fmt::format("collective mismatch: rank {} called {} but rank {} called {}", rank,
-                            describe(theirs), rank_, describe(call)));
+  throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(rank, theirs, 0, rank_, call, 0));
 }
 
 void Domain::check_announcements(const CallSignature& call) const {

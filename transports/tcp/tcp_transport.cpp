@@ -450,14 +450,8 @@ void TcpTransport::finish_payload(int peer) {
 std::exception_ptr TcpTransport::mismatch_error(int peer, const CallSignature& theirs,
                                                 std::size_t their_bytes, const CallSignature& mine,
                                                 std::size_t my_bytes) const {
-  std::string message;
-  if (theirs == mine)
-    message = fmt::format("rank {} sent {} bytes for {} but rank {} expected {} bytes", peer,
-                          their_bytes, describe(theirs), options_.rank, my_bytes);
-  else
-    message = fmt::format("collective mismatch: rank {} called {} but rank {} called {}", peer,
-                          describe(theirs), options_.rank, describe(mine));
-  return io_error(CHORUS_ERR_MISMATCH, message);
+  return io_error(CHORUS_ERR_MISMATCH,
+                  mismatch_message(peer, theirs, their_bytes, options_.rank, mine, my_bytes));
 }
 
 void TcpTransport::peer_lost(int peer, const std::string& why) {
