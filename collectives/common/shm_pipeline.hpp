@@ -25,8 +25,8 @@
 // cache, so main memory sees about one read of the input and one write of the
 // output: no system call, no kernel copy. Outputs of kStreamingMin bytes or
 // more are written with streaming stores, which skip reading the destination
-// (measured here, 2 ranks: 10-20 % slower than cached stores at 16-64 MiB,
-// on par or a little faster at 128-256 MiB).
+// (measured here, 2 ranks, three runs each: +8 % at 64 MiB, +3 % at 32 MiB,
+// on par at 128 MiB; mixed at 16 MiB, where the output may still be cached).
 #pragma once
 
 #include <cstddef>
@@ -76,7 +76,7 @@ class ShmPlan {
 
 // Runs the plan on ctx.shm (which must be set). `dtype`/`op` matter only for
 // plans that reduce; AVG is scaled by whoever reduces a piece.
-inline constexpr std::size_t kStreamingMin = 128 << 20;
+inline constexpr std::size_t kStreamingMin = 32 << 20;
 
 void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtype, ReduceOp op);
 
