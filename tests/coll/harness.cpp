@@ -19,16 +19,17 @@ namespace chorus::test {
 
 namespace {
 
-// TCP worlds are expensive to connect, so one per rank count is kept and
-// reused by later runs; a run that failed drops its world (its transports are
-// aborted). Worlds close concurrently, as separate processes would.
-struct TcpWorld {
+// Worlds of thread ranks over a real transport are expensive to connect, so
+// one per (transport, rank count) is kept and reused by later runs; a run that
+// failed drops its world (its transports are aborted). Worlds close
+// concurrently, as separate processes would.
+struct World {
   std::unique_ptr<TcpStoreServer> server;
   std::vector<std::unique_ptr<TcpStoreClient>> stores;
-  std::vector<std::unique_ptr<tcp::TcpTransport>> transports;
+  std::vector<std::unique_ptr<Transport>> transports;
   // Shared-memory domains over this world's ranks, by (piece, small) size.
   std::map<std::pair<std::size_t, std::size_t>, std::vector<std::unique_ptr<shm::Domain>>> domains;
-  ~TcpWorld() {
+  ~World() {
     domains.clear();
     std::vector<std::thread> closers;
     for (auto& t : transports)
@@ -37,15 +38,25 @@ struct TcpWorld {
   }
 };
 
-std::map<int, std::unique_ptr<TcpWorld>>& tcp_worlds() {
-  static std::map<int, std::unique_ptr<TcpWorld>> worlds;
-  return worlds;
+std::map<std::pair<TransportKind, int>, std::unique_ptr<World>>& worlds() {
+  static std::map<std::pair<TransportKind, int>, std::unique_ptr<World>> all;
+  return all;
 }
 
-TcpWorld& tcp_world(int n) {
-  auto& slot = tcp_worlds()[n];
+std::unique_ptr<Transport> connect_tcp(Store& store, int rank, int size) {
+  tcp::TcpOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.token = "coll-test";
+  o.close_timeout_s = 10;
+  return std::make_unique<tcp::TcpTransport>(store, o);
+}
+
+// kind: tcp (also the control channel of shm runs) or ucx.
+World& world(TransportKind kind, int n) {
+  auto& slot = worlds()[{kind, n}];
   if (slot) return *slot;
-  auto world = std::make_unique<TcpWorld>();
+  auto world = std::make_unique<World>();
   world->server = std::make_unique<TcpStoreServer>("coll-test");
   world->stores.resize(static_cast<std::size_t>(n));
   world->transports.resize(static_cast<std::size_t>(n));
@@ -55,20 +66,20 @@ TcpWorld& tcp_world(int n) {
       auto& store = world->stores[static_cast<std::size_t>(r)];
       store = std::make_unique<TcpStoreClient>(world->server->address(), "coll-test",
                                                Deadline::after(std::chrono::seconds(30)));
-      tcp::TcpOptions o;
-      o.rank = r;
-      o.size = n;
-      o.token = "coll-test";
-      o.close_timeout_s = 10;
-      world->transports[static_cast<std::size_t>(r)] =
-          std::make_unique<tcp::TcpTransport>(*store, o);
+#ifdef CHORUS_TEST_UCX
+      if (kind == TransportKind::ucx) {
+        world->transports[static_cast<std::size_t>(r)] = connect_ucx(*store, r, n);
+        return;
+      }
+#endif
+      world->transports[static_cast<std::size_t>(r)] = connect_tcp(*store, r, n);
     });
   for (auto& t : threads) t.join();
   slot = std::move(world);
   return *slot;
 }
 
-std::vector<std::unique_ptr<shm::Domain>>& shm_domains(TcpWorld& world, int n,
+std::vector<std::unique_ptr<shm::Domain>>& shm_domains(World& world, int n,
                                                        const RunOptions& options) {
   auto key = std::make_pair(options.shm_piece_bytes, options.shm_small_bytes);
   auto& domains = world.domains[key];
@@ -110,6 +121,9 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
   std::vector<shm::Domain*> domains(static_cast<std::size_t>(n), nullptr);
   static std::atomic<uint64_t> runs{0};
   const uint64_t seq_base = (++runs) << 20;
+  // shm runs use TCP as their control channel.
+  const TransportKind world_kind =
+      options.transport == TransportKind::shm ? TransportKind::tcp : options.transport;
   if (options.transport == TransportKind::inproc || partial) {
     // A run where some ranks never start cannot reuse (or build) a TCP world:
     // set-up is collective. It exercises the algorithms over inproc instead.
@@ -118,16 +132,12 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
       owned.push_back(std::make_unique<InprocTransport>(fabric, r));
       transports[static_cast<std::size_t>(r)] = owned.back().get();
     }
-#ifdef CHORUS_TEST_UCX
-  } else if (options.transport == TransportKind::ucx) {
-    transports = ucx_world(n);
-#endif
   } else {
-    auto& world = tcp_world(n);
+    auto& w = world(world_kind, n);
     for (int r = 0; r < n; ++r)
-      transports[static_cast<std::size_t>(r)] = world.transports[static_cast<std::size_t>(r)].get();
+      transports[static_cast<std::size_t>(r)] = w.transports[static_cast<std::size_t>(r)].get();
     if (options.transport == TransportKind::shm) {
-      auto& shm = shm_domains(world, n, options);
+      auto& shm = shm_domains(w, n, options);
       for (int r = 0; r < n; ++r)
         domains[static_cast<std::size_t>(r)] = shm[static_cast<std::size_t>(r)].get();
     }
@@ -158,12 +168,7 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
     });
   }
   for (auto& t : threads) t.join();
-  if (owned.empty() && !failures(outcomes).empty()) {
-    tcp_worlds().erase(n);
-#ifdef CHORUS_TEST_UCX
-    drop_ucx_world(n);
-#endif
-  }
+  if (owned.empty() && !failures(outcomes).empty()) worlds().erase({world_kind, n});
   return outcomes;
 }
 

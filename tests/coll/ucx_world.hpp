@@ -1,18 +1,14 @@
-// UCX worlds for the collective sweeps (coll_tests_ucx): like the TCP worlds
-// of harness.cpp, one world of thread ranks per rank count, built on first use
-// and reused by later runs.
+// The UCX transport of one thread rank for the collective sweeps
+// (coll_tests_ucx); harness.cpp builds and caches the worlds.
 #pragma once
 
-#include <vector>
+#include <memory>
 
+#include "lib/bootstrap/store.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus::test {
 
-// The transports of the UCX world of n ranks (connected on first use).
-std::vector<Transport*> ucx_world(int n);
-// Closes and destroys the world of n ranks (after a failed run: its
-// transports are aborted), so that the next run starts afresh.
-void drop_ucx_world(int n);
+std::unique_ptr<Transport> connect_ucx(Store& store, int rank, int size);
 
 }  // namespace chorus::test
