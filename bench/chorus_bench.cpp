@@ -12,14 +12,14 @@
 // prints. Before the sweep, rank 0 measures the machine's single-thread memcpy
 // bandwidth at every size while the other ranks wait at a barrier; the
 // limit(GB/s) and %limit columns show it and busbw as a fraction of it
-// (--no-limit skips this). See docs/benchmarks.md.
+// (--no-limit skips this). See docs/benchmarks.md. The data and reference
+// checks live in bench_check.cpp, the memcpy measurement in memcpy_limit.cpp.
 #include <chorus.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,47 +28,22 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.hpp"
 #include "bench_common.h"
+#include "memcpy_limit.hpp"
 
 namespace {
 
-enum class Coll { allreduce, allgather, broadcast, reduce_scatter };
-
-struct DtypeInfo {
-  const char* name;
-  chorus_dtype_t dtype;
-  size_t size;
-  double limit;  // largest value represented exactly (and below the 0xFF.. sentinel)
-};
-
-constexpr double kTwo53 = 9007199254740992.0;
-const DtypeInfo kDtypes[] = {
-    {"float32", CHORUS_FLOAT32, 4, 16777216.0},
-    {"float64", CHORUS_FLOAT64, 8, kTwo53},
-    {"float16", CHORUS_FLOAT16, 2, 2048.0},
-    {"bfloat16", CHORUS_BFLOAT16, 2, 256.0},
-    {"int8", CHORUS_INT8, 1, 127.0},
-    {"uint8", CHORUS_UINT8, 1, 254.0},
-    {"int32", CHORUS_INT32, 4, 2147483647.0},
-    {"uint32", CHORUS_UINT32, 4, 4294967294.0},
-    {"int64", CHORUS_INT64, 8, kTwo53},
-    {"uint64", CHORUS_UINT64, 8, kTwo53},
-};
-
-const DtypeInfo* find_dtype(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  static const std::pair<const char*, const char*> aliases[] = {
-      {"float", "float32"}, {"f32", "float32"}, {"double", "float64"}, {"f64", "float64"},
-      {"half", "float16"},  {"f16", "float16"}, {"bf16", "bfloat16"},  {"i8", "int8"},
-      {"char", "int8"},     {"u8", "uint8"},    {"int", "int32"},      {"i32", "int32"},
-      {"u32", "uint32"},    {"i64", "int64"},   {"u64", "uint64"},
-  };
-  for (auto& [alias, full] : aliases)
-    if (name == alias) name = full;
-  for (const auto& d : kDtypes)
-    if (name == d.name) return &d;
-  return nullptr;
-}
+using chorus_bench::alloc_touched;
+using chorus_bench::Coll;
+using chorus_bench::count_wrong;
+using chorus_bench::DtypeInfo;
+using chorus_bench::find_dtype;
+using chorus_bench::make_pattern;
+using chorus_bench::measure_memcpy;
+using chorus_bench::Pattern;
+using chorus_bench::with_codec;
+using chorus_bench::write_input;
 
 struct OpInfo {
   const char* name;
@@ -82,172 +57,6 @@ const OpInfo kOps[] = {{"sum", CHORUS_SUM},
 
 // Algorithms chorus-bench can ask for by name (-a). Extend as Chorus gains them.
 const char* const kAlgos[] = {"auto", "ring", "recursive_doubling"};
-
-// ---------------------------------------------------------------- element I/O
-
-uint16_t float_to_half_exact(float f) {
-  // Only used for small integers (exactly representable), so no rounding.
-  if (f == 0.0f) return std::signbit(f) ? 0x8000 : 0;
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  uint32_t sign = (bits >> 16) & 0x8000;
-  int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = (bits >> 13) & 0x3ff;
-  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
-}
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp == 0) {
-    float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-template <typename T>
-struct Codec {
-  static void put(void* p, size_t i, double v) { static_cast<T*>(p)[i] = static_cast<T>(v); }
-  static double get(const void* p, size_t i) {
-    return static_cast<double>(static_cast<const T*>(p)[i]);
-  }
-};
-struct HalfCodec {
-  static void put(void* p, size_t i, double v) {
-    static_cast<uint16_t*>(p)[i] = float_to_half_exact(static_cast<float>(v));
-  }
-  static double get(const void* p, size_t i) {
-    return half_to_float(static_cast<const uint16_t*>(p)[i]);
-  }
-};
-struct Bf16Codec {
-  static void put(void* p, size_t i, double v) {
-    float f = static_cast<float>(v);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(bits >> 16);
-  }
-  static double get(const void* p, size_t i) {
-    uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-};
-
-// Calls fn.template operator()<Codec>() for the dtype.
-template <typename Fn>
-void with_codec(chorus_dtype_t dtype, Fn&& fn) {
-  switch (dtype) {
-    case CHORUS_FLOAT32:
-      return fn(Codec<float>{});
-    case CHORUS_FLOAT64:
-      return fn(Codec<double>{});
-    case CHORUS_FLOAT16:
-      return fn(HalfCodec{});
-    case CHORUS_BFLOAT16:
-      return fn(Bf16Codec{});
-    case CHORUS_INT8:
-      return fn(Codec<int8_t>{});
-    case CHORUS_UINT8:
-      return fn(Codec<uint8_t>{});
-    case CHORUS_INT32:
-      return fn(Codec<int32_t>{});
-    case CHORUS_UINT32:
-      return fn(Codec<uint32_t>{});
-    case CHORUS_INT64:
-      return fn(Codec<int64_t>{});
-    case CHORUS_UINT64:
-      return fn(Codec<uint64_t>{});
-    default:
-      std::abort();
-  }
-}
-
-// ------------------------------------------------------------ data & reference
-//
-// Rank r's element at global index g is value(r, g):
-//   sum/avg (and non-reducing collectives): (g mod M) + 2r
-//   min/max:                                (g + 7r) mod M
-//   prod:                                   2 if (g + r) mod 3 == 0 else 1
-// M is the largest period (at most 2^20) for which every partial result is an
-// integer the dtype holds exactly, so float sums are exact and the reference
-// is exact: sum = N(g mod M) + N(N-1), avg = (g mod M) + N - 1.
-struct Pattern {
-  chorus_op_t op;
-  bool reducing;
-  int nranks;
-  uint64_t period;
-
-  double value(int r, uint64_t g) const {
-    if (reducing && op == CHORUS_PROD) return (g + static_cast<uint64_t>(r)) % 3 == 0 ? 2.0 : 1.0;
-    if (reducing && (op == CHORUS_MIN || op == CHORUS_MAX))
-      return static_cast<double>((g + 7ull * static_cast<uint64_t>(r)) % period);
-    return static_cast<double>(g % period) + 2.0 * r;
-  }
-  double reduced(uint64_t g) const {
-    const double n = nranks;
-    switch (op) {
-      case CHORUS_SUM:
-        return n * static_cast<double>(g % period) + n * (n - 1);
-      case CHORUS_AVG:
-        return static_cast<double>(g % period) + (n - 1);
-      case CHORUS_PROD: {
-        double p = 1;
-        for (int r = 0; r < nranks; ++r) p *= value(r, g);
-        return p;
-      }
-      case CHORUS_MIN:
-      case CHORUS_MAX: {
-        double best = value(0, g);
-        for (int r = 1; r < nranks; ++r)
-          best = op == CHORUS_MIN ? std::min(best, value(r, g)) : std::max(best, value(r, g));
-        return best;
-      }
-      default:
-        return std::nan("");
-    }
-  }
-};
-
-// Returns false (with *why) when the dtype cannot hold exact results at this rank count.
-bool make_pattern(Coll coll, const DtypeInfo& d, chorus_op_t op, int nranks, Pattern* p,
-                  std::string* why) {
-  p->op = op;
-  p->reducing = coll == Coll::allreduce || coll == Coll::reduce_scatter;
-  p->nranks = nranks;
-  const double cap = 1 << 20;
-  const double n = nranks;
-  double period;
-  if (!p->reducing) {
-    period = d.limit - 2 * (n - 1) + 1;
-  } else if (op == CHORUS_PROD) {
-    if (std::ldexp(1.0, (nranks + 2) / 3) > d.limit) {
-      *why = "products of " + std::to_string(nranks) + " ranks overflow " + d.name;
-      return false;
-    }
-    period = 3;
-  } else if (op == CHORUS_MIN || op == CHORUS_MAX) {
-    period = d.limit + 1;
-  } else {
-    period = std::floor(d.limit / n) - n + 2;
-  }
-  if (period < 2) {
-    *why = std::string("sums over ") + std::to_string(nranks) + " ranks overflow " + d.name;
-    return false;
-  }
-  p->period = static_cast<uint64_t>(std::min(period, cap));
-  return true;
-}
 
 // -------------------------------------------------------------------- options
 
@@ -328,7 +137,7 @@ Shape shape_for(const Ctx& c, uint64_t size) {
 }
 
 // Pointers for one op (NCCL's in-place conventions for allgather/reduce-scatter).
-void buffers(const Ctx& c, const Shape& s, const void** send, void** recv) {
+void buffers(const Ctx& c, const Shape& s, void** send, void** recv) {
   const size_t e = c.dt->size;
   *recv = c.recvbuf;
   *send = c.sendbuf;
@@ -345,7 +154,7 @@ void buffers(const Ctx& c, const Shape& s, const void** send, void** recv) {
 }
 
 chorus_result_t run_op(const Ctx& c, const Shape& s) {
-  const void* send;
+  void* send;
   void* recv;
   buffers(c, s, &send, &recv);
   const chorus_dtype_t dt = c.dt->dtype;
@@ -366,61 +175,15 @@ chorus_result_t run_op(const Ctx& c, const Shape& s) {
 // 0xFF sentinel (NaN for floats, -1 / max for integers: never an expected value).
 // Returns the number of wrong elements after running the op.
 uint64_t checked_run(Ctx& c, const Shape& s, const Pattern& p) {
-  const size_t e = c.dt->size;
-  const int r = c.rank;
-  const size_t n = static_cast<size_t>(c.nranks);
-  const bool inplace = c.opt.inplace || c.coll == Coll::broadcast;
   std::memset(c.recvbuf, 0xff, c.opt.inplace ? std::max(s.send_bytes, s.recv_bytes) : s.recv_bytes);
-  uint64_t wrong = 0;
-  with_codec(c.dt->dtype, [&](auto codec) {
-    using C = decltype(codec);
-    switch (c.coll) {
-      case Coll::allreduce: {
-        void* in = inplace ? c.recvbuf : c.sendbuf;
-        for (size_t i = 0; i < s.count; ++i) C::put(in, i, p.value(r, i));
-        break;
-      }
-      case Coll::reduce_scatter: {
-        void* in = inplace ? c.recvbuf : c.sendbuf;
-        for (size_t i = 0; i < s.elements; ++i) C::put(in, i, p.value(r, i));
-        break;
-      }
-      case Coll::allgather: {
-        void* in = inplace ? static_cast<void*>(c.recvbuf + r * s.count * e) : c.sendbuf;
-        for (size_t i = 0; i < s.count; ++i) C::put(in, i, p.value(r, i));
-        break;
-      }
-      case Coll::broadcast:
-        if (r == c.opt.root)
-          for (size_t i = 0; i < s.count; ++i) C::put(c.recvbuf, i, p.value(r, i));
-        break;
-    }
-    chorus_result_t rc = run_op(c, s);
-    if (rc != CHORUS_SUCCESS) fail(c, "checked op", rc);
-    switch (c.coll) {
-      case Coll::allreduce:
-        for (size_t i = 0; i < s.count; ++i) wrong += C::get(c.recvbuf, i) != p.reduced(i);
-        break;
-      case Coll::reduce_scatter: {
-        const void* out = inplace ? static_cast<void*>(c.recvbuf + r * s.count * e) : c.recvbuf;
-        const uint64_t base = static_cast<uint64_t>(r) * s.count;
-        for (size_t j = 0; j < s.count; ++j) wrong += C::get(out, j) != p.reduced(base + j);
-        break;
-      }
-      case Coll::allgather:
-        for (size_t src = 0; src < n; ++src) {
-          const size_t base = src * s.count;
-          for (size_t j = 0; j < s.count; ++j)
-            wrong += C::get(c.recvbuf, base + j) != p.value(static_cast<int>(src), j);
-        }
-        break;
-      case Coll::broadcast:
-        for (size_t i = 0; i < s.count; ++i)
-          wrong += C::get(c.recvbuf, i) != p.value(c.opt.root, i);
-        break;
-    }
-  });
-  return wrong;
+  // The op's own buffers: its input (sendbuf, or recvbuf in place) and its result.
+  void* send;
+  void* recv;
+  buffers(c, s, &send, &recv);
+  write_input(c.coll, c.dt->dtype, p, c.rank, c.opt.root, s.count, send);
+  chorus_result_t rc = run_op(c, s);
+  if (rc != CHORUS_SUCCESS) fail(c, "checked op", rc);
+  return count_wrong(c.coll, c.dt->dtype, p, c.rank, c.opt.root, s.count, recv);
 }
 
 void fill_untimed(Ctx& c, const Shape& s) {
@@ -486,87 +249,6 @@ chorus_result_t sync_ranks(const Ctx& c, int64_t timeout_ms = -1) {
   std::vector<int32_t> tokens(static_cast<size_t>(c.nranks), 0);
   return chorus_allreduce(c.comm, tokens.data(), tokens.data(), tokens.size(), CHORUS_INT32,
                           CHORUS_SUM, timeout_ms);
-}
-
-void* alloc_touched(size_t bytes) {
-  if (bytes == 0) bytes = 64;
-  bytes = (bytes + 4095) & ~static_cast<size_t>(4095);
-  void* p = std::aligned_alloc(4096, bytes);
-  if (!p) {
-    std::fprintf(stderr, "chorus-bench: cannot allocate %zu bytes\n", bytes);
-    std::exit(2);
-  }
-  std::memset(p, 0, bytes);  // touch every page once, outside any timed region
-  return p;
-}
-
-// ------------------------------------------------------------- memcpy limit
-//
-// The reference of the limit(GB/s) and %limit columns: single-thread memcpy
-// bandwidth at each size of the sweep, bytes / (time of one memcpy of that many
-// bytes), the median of several samples. Source and destination are distinct,
-// page-aligned buffers of the largest size, allocated and touched first. A
-// sample times `copies` back-to-back copies (doubled from 1 until a sample
-// lasts kLimitMinSample, so the clock's cost and resolution vanish at small
-// sizes) and divides by `copies`; the calibration doubles as warm-up. Each size
-// takes about kLimitSizeBudget (at least kLimitMinSamples samples); once
-// kLimitTotalBudget has passed the remaining sizes take one sample each.
-
-constexpr double kLimitMinSample = 100e-6;  // seconds per sample, at least
-constexpr double kLimitSizeBudget = 30e-3;  // seconds of samples per size
-constexpr double kLimitTotalBudget = 2.0;   // seconds for the whole table
-constexpr int kLimitMinSamples = 5, kLimitMaxSamples = 11;
-
-// Tells the compiler the copy's result is used, so no copy is dropped or merged.
-inline void keep(void* p) {
-  asm volatile("" : : "r"(p) : "memory");
-}
-
-double time_copies(void* dst, const void* src, size_t bytes, int64_t copies) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < copies; ++i) {
-    std::memcpy(dst, src, bytes);
-    keep(dst);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// GB/s (10^9 bytes/s) for each size; *seconds: how long the whole table took.
-std::vector<double> measure_memcpy(const std::vector<uint64_t>& sizes, double* seconds) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  const uint64_t largest = sizes.empty() ? 1 : *std::max_element(sizes.begin(), sizes.end());
-  void* src = alloc_touched(largest);
-  void* dst = alloc_touched(largest);
-  std::vector<double> gbps;
-  std::vector<double> samples;
-  for (const uint64_t size : sizes) {
-    const size_t bytes = static_cast<size_t>(size);
-    int64_t copies = 1;
-    double t = time_copies(dst, src, bytes, copies);
-    while (t < kLimitMinSample && copies < (int64_t{1} << 30)) {
-      copies *= 2;
-      t = time_copies(dst, src, bytes, copies);
-    }
-    int n = static_cast<int>(std::clamp(kLimitSizeBudget / std::max(t, 1e-9),
-                                        static_cast<double>(kLimitMinSamples),
-                                        static_cast<double>(kLimitMaxSamples)));
-    if (elapsed() > kLimitTotalBudget) n = 1;
-    samples.clear();
-    for (int i = 0; i < n; ++i)
-      samples.push_back(time_copies(dst, src, bytes, copies) / static_cast<double>(copies));
-    std::sort(samples.begin(), samples.end());
-    const double median =
-        samples.size() % 2 ? samples[samples.size() / 2]
-                           : 0.5 * (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]);
-    gbps.push_back(static_cast<double>(size) / median / 1e9);
-  }
-  std::free(src);
-  std::free(dst);
-  *seconds = elapsed();
-  return gbps;
 }
 
 }  // namespace

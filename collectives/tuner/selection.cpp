@@ -139,8 +139,6 @@ std::string AlgoChoice::why() const {
     return fmt::format("all {} ranks share this host: collectives through shared memory", ranks);
   if (ring_us == 0 && recursive_doubling_us == 0)
     return prefix + "the default point-to-point algorithm for this collective";
-  if (ring_us == 0 && recursive_doubling_us == 0)
-    return "the only algorithm for this collective so far";
   return prefix + fmt::format(
                       "cost model for {} bytes, {} ranks (alpha {:.0f} us): ring {:.1f} us, "
                       "recursive doubling {:.1f} us",

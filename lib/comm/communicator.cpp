@@ -168,8 +168,8 @@ void Communicator::execute(Work& work) {
     earlier_abort = abort_reason_;
   }
   if (!earlier_abort.empty()) {
-    work.completion().fail(std::make_exception_ptr(IoError(
-        CHORUS_ERR_ABORTED, fmt::format("communicator was aborted earlier: {}", earlier_abort))));
+    work.completion().fail(io_error(
+        CHORUS_ERR_ABORTED, fmt::format("communicator was aborted earlier: {}", earlier_abort)));
   } else {
     CollectiveContext ctx{*transport_,
                           scratch_,

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +31,11 @@ class IoError : public Error {
  public:
   using Error::Error;
 };
+
+// An IoError as a request's failure (Completion::fail takes an exception_ptr).
+inline std::exception_ptr io_error(chorus_result_t code, const std::string& message) {
+  return std::make_exception_ptr(IoError(code, message));
+}
 
 class UsageError : public Error {
  public:

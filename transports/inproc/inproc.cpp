@@ -37,7 +37,7 @@ struct Channel {
 };
 
 void fail(const InprocPtr& r, chorus_result_t code, const std::string& message) {
-  r->completion().fail(std::make_exception_ptr(IoError(code, message)));
+  r->completion().fail(io_error(code, message));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Data path of the TCP transport: sends, receives, matching, failure.
+// Data path of the TCP transport: sends, posting receives, progress, failure
+// (the receive side of the socket is in tcp_receive.cpp).
 #include "transports/tcp/tcp_transport.hpp"
 
 #include <poll.h>
@@ -19,10 +20,6 @@ namespace {
 
 spdlog::logger& log() {
   return logger("tcp");
-}
-
-std::exception_ptr io_error(chorus_result_t code, const std::string& message) {
-  return std::make_exception_ptr(IoError(code, message));
 }
 
 constexpr int kMaxIov = 32;
@@ -279,179 +276,6 @@ void TcpTransport::update_interest(int peer) {
   ev.data.u64 = static_cast<uint64_t>(peer);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
   p.events = events;
-}
-
-// Reads everything the socket has: headers and small payloads through the
-// staging buffer, large payloads straight into their destination.
-void TcpTransport::pump_rx(int peer) {
-  Peer& p = peers_[peer];
-  RxState& rx = p.rx;
-  bool drained = false;  // a short read means the socket is empty: skip the EAGAIN call
-  while (!p.gone && !rx.awaiting_recv) {
-    std::size_t staged = rx.stage_end - rx.stage_begin;
-    if (rx.in_payload) {
-      std::size_t take = std::min(staged, rx.length - rx.received);
-      if (take > 0) {
-        if (rx.dst) std::memcpy(rx.dst + rx.received, rx.stage.data() + rx.stage_begin, take);
-        rx.stage_begin += take;
-        rx.received += take;
-      }
-      if (rx.received == rx.length) {
-        finish_payload(peer);
-        continue;
-      }
-      // The stage is empty here. Read big remainders straight into place.
-      std::size_t left = rx.length - rx.received;
-      if (rx.dst && left >= options_.zero_copy_min) {
-        if (drained) return;
-        ssize_t n = ::recv(p.fd.get(), rx.dst + rx.received, left, MSG_DONTWAIT);
-        if (n > 0) {
-          rx.received += static_cast<std::size_t>(n);
-          drained = static_cast<std::size_t>(n) < left;
-          continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        peer_lost(peer, n == 0 ? "connection closed" : errno_message("receive failed", errno));
-        return;
-      }
-    } else if (staged >= sizeof(FrameHeader)) {
-      on_header(peer);
-      continue;
-    }
-    // Refill the staging buffer (keeping what is left of it).
-    staged = rx.stage_end - rx.stage_begin;
-    if (rx.stage_begin > 0) {
-      std::memmove(rx.stage.data(), rx.stage.data() + rx.stage_begin, staged);
-      rx.stage_begin = 0;
-      rx.stage_end = staged;
-    }
-    if (drained) return;
-    const std::size_t room = rx.stage.size() - rx.stage_end;
-    ssize_t n = ::recv(p.fd.get(), rx.stage.data() + rx.stage_end, room, MSG_DONTWAIT);
-    if (n > 0) {
-      rx.stage_end += static_cast<std::size_t>(n);
-      drained = static_cast<std::size_t>(n) < room;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n == 0 && p.said_goodbye && !rx.in_payload && staged == 0) {
-      p.gone = true;  // clean close after the goodbye frame
-      epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
-      return;
-    }
-    peer_lost(peer, n == 0 ? "connection closed" : errno_message("receive failed", errno));
-    return;
-  }
-}
-
-void TcpTransport::on_header(int peer) {
-  Peer& p = peers_[peer];
-  RxState& rx = p.rx;
-  auto bytes = std::span<const std::byte>(rx.stage.data() + rx.stage_begin, sizeof(FrameHeader));
-  if (auto error = validate_frame(bytes)) {
-    peer_lost(peer, fmt::format("malformed frame: {}", *error));
-    return;
-  }
-  std::memcpy(&rx.header, bytes.data(), sizeof(FrameHeader));
-  rx.stage_begin += sizeof(FrameHeader);
-  rx.in_payload = true;
-  rx.length = rx.header.length;
-  rx.received = 0;
-  rx.dst = nullptr;
-  rx.keep = false;
-  rx.request.reset();
-  auto type = static_cast<FrameType>(rx.header.type);
-  if (type == FrameType::data && !failure_) {
-    auto posted = p.posted.find(rx.header.tag);
-    if (posted != p.posted.end() && !posted->second.empty()) {
-      PostedRecv recv = posted->second.front();
-      posted->second.pop_front();
-      if (!(recv.request->signature() == rx.header.sig) || recv.buffer.size() != rx.length) {
-        recv.request->completion().fail(mismatch_error(
-            peer, rx.header.sig, rx.length, recv.request->signature(), recv.buffer.size()));
-      } else {
-        rx.dst = recv.buffer.data();
-        rx.request = recv.request;
-      }
-      return;
-    }
-  }
-  if (type == FrameType::data && !failure_ && rx.length >= options_.hold_back_min) {
-    rx.awaiting_recv = true;
-    update_interest(peer);
-    return;
-  }
-  if (type != FrameType::goodbye && !(type == FrameType::data && failure_)) {
-    rx.holding.resize(rx.length);
-    rx.dst = rx.holding.data();
-    rx.keep = true;
-  }
-}
-
-void TcpTransport::finish_payload(int peer) {
-  Peer& p = peers_[peer];
-  RxState& rx = p.rx;
-  rx.in_payload = false;
-  switch (static_cast<FrameType>(rx.header.type)) {
-    case FrameType::goodbye: {
-      p.said_goodbye = true;
-      auto error = io_error(CHORUS_ERR_PEER_FAILURE,
-                            fmt::format("rank {} left (destroyed its communicator) while rank {} "
-                                        "still expected data from it",
-                                        peer, options_.rank));
-      for (auto& [tag, queue] : p.posted)
-        for (auto& recv : queue) recv.request->completion().fail(error);
-      p.posted.clear();
-      break;
-    }
-    case FrameType::abort: {
-      // The reason is the peer's own first error; keep its code when it is one.
-      std::string reason(reinterpret_cast<const char*>(rx.holding.data()), rx.holding.size());
-      auto code = static_cast<chorus_result_t>(rx.header.tag);
-      if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_) code = CHORUS_ERR_ABORTED;
-      log().debug("rank {}: rank {} reports: {}", options_.rank, peer, reason);
-      // Pass it on unchanged, so every rank learns the first failure even if
-      // the reporting rank exits before the others hear from it.
-      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer));
-      break;
-    }
-    case FrameType::data:
-      if (rx.request) {
-        rx.request->completion().complete();
-      } else if (rx.keep && !failure_) {
-        // Arrived before its receive: match a receive posted meanwhile, or keep it.
-        auto& queue = p.posted[rx.header.tag];
-        Unexpected msg{rx.header, std::move(rx.holding)};
-        if (!queue.empty()) {
-          PostedRecv recv = queue.front();
-          queue.pop_front();
-          if (!(recv.request->signature() == msg.header.sig) ||
-              recv.buffer.size() != msg.payload.size()) {
-            recv.request->completion().fail(mismatch_error(peer, msg.header.sig, msg.payload.size(),
-                                                           recv.request->signature(),
-                                                           recv.buffer.size()));
-          } else {
-            if (!msg.payload.empty())
-              std::memcpy(recv.buffer.data(), msg.payload.data(), msg.payload.size());
-            recv.request->completion().complete();
-          }
-        } else {
-          p.unexpected[msg.header.tag].push_back(std::move(msg));
-        }
-      }
-      break;
-  }
-  rx.request.reset();
-  rx.dst = nullptr;
-  rx.keep = false;
-  rx.holding = {};
-}
-
-std::exception_ptr TcpTransport::mismatch_error(int peer, const CallSignature& theirs,
-                                                std::size_t their_bytes, const CallSignature& mine,
-                                                std::size_t my_bytes) const {
-  return io_error(CHORUS_ERR_MISMATCH,
-                  mismatch_message(peer, theirs, their_bytes, options_.rank, mine, my_bytes));
 }
 
 void TcpTransport::peer_lost(int peer, const std::string& why) {

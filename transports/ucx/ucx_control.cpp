@@ -13,10 +13,6 @@ spdlog::logger& log() {
   return logger("ucx");
 }
 
-std::exception_ptr io_error(chorus_result_t code, const std::string& message) {
-  return std::make_exception_ptr(IoError(code, message));
-}
-
 }  // namespace
 
 void UcxTransport::handle_control(int peer, const ControlMessage& msg, std::size_t length) {

@@ -16,10 +16,6 @@ spdlog::logger& log() {
   return logger("ucx");
 }
 
-std::exception_ptr io_error(chorus_result_t code, const std::string& message) {
-  return std::make_exception_ptr(IoError(code, message));
-}
-
 ucp_request_param_t send_param(void* user_data, ucp_send_nbx_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask =
