@@ -155,9 +155,9 @@ double exchange_shm(std::size_t bytes, int64_t reps, std::size_t block,
     std::free(src);
     std::free(dst);
   };
-  std::thread peer(run, 1);
-  run(0);
-  peer.join();
+  std::thread first(run, 0), second(run, 1);  // the caller's affinity stays as it was
+  first.join();
+  second.join();
   for (auto* s : slots) std::free(s);
   return std::min(gbps[0], gbps[1]);
 }
