@@ -203,6 +203,9 @@ def main():
     ap.add_argument("--chorus-args", default="",
                     help="extra chorus-bench arguments, one shell-quoted string "
                          "(e.g. '--sync allreduce')")
+    ap.add_argument("--chorusrun-args", default="",
+                    help="extra chorusrun arguments, one shell-quoted string "
+                         "(e.g. '--bind-to core')")
     ap.add_argument("--mpirun-args", default="",
                     help="extra mpirun arguments, one shell-quoted string")
     ap.add_argument("--skip-tuned", action="store_true", help="skip the GLIBC_TUNABLES run")
@@ -261,8 +264,9 @@ def main():
 
     def command(config, n):
         if config == "chorus":
-            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout), chorus_bench,
-                    "allreduce", "-t", chorus_transport] + common + chorus_extra
+            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout)] + \
+                shlex.split(args.chorusrun_args) + [chorus_bench, "allreduce", "-t",
+                                                    chorus_transport] + common + chorus_extra
         extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
         return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
             shlex.split(args.mpirun_args) + [mpi_bench] + common
