@@ -58,12 +58,13 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   shm::Domain& domain = *ctx.shm;
   const std::size_t bytes = count * dtype_size(dtype);
   const shm::WaitSpec spec = shm_wait_spec(ctx);
+  // Announced for the waits of ranks in another kind of call; this path's
+  // own check is the signature in each rank's mail header.
   domain.announce(ctx.sig);
-  const uint64_t call = domain.take_small_call();
+  const uint64_t call = domain.take_mail_call();
   std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);
-  domain.publish(shm::Counter::small, call + 1);
-  domain.wait_all(shm::Counter::small, call + 1, spec);
-  domain.check_announcements(ctx.sig);
+  domain.post_mail(call, ctx.sig);
+  domain.wait_mail(call, ctx.sig, spec);
   std::vector<const std::byte*> inputs;
   for (int j = 0; j < domain.size(); ++j) inputs.push_back(domain.small_buffer(j, call));
   reduce_in_rank_order(out, inputs, count, dtype, op);

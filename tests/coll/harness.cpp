@@ -124,9 +124,12 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
   // shm runs use TCP as their control channel.
   const TransportKind world_kind =
       options.transport == TransportKind::shm ? TransportKind::tcp : options.transport;
-  if (options.transport == TransportKind::inproc || partial) {
-    // A run where some ranks never start cannot reuse (or build) a TCP world:
-    // set-up is collective. It exercises the algorithms over inproc instead.
+  if (options.transport == TransportKind::inproc ||
+      (partial && options.transport != TransportKind::shm)) {
+    // A point-to-point run where some ranks never start exercises the
+    // algorithms over inproc. Over shm it needs the domains: the cached world
+    // (built here for every rank) is used, and dropped below once the run
+    // has failed, as a partial run does.
     auto fabric = make_inproc_fabric(n);
     for (int r = 0; r < n; ++r) {
       owned.push_back(std::make_unique<InprocTransport>(fabric, r));

@@ -25,7 +25,7 @@ spdlog::logger& log() {
 }
 
 constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr std::size_t kAlign = 64;
 // How often a sleeping waiter wakes to ask the control channel about peers.
 constexpr auto kHealthSlice = std::chrono::milliseconds(10);
@@ -77,7 +77,7 @@ struct RankArea {
 };
 RankArea rank_area(const Layout& l) {
   RankArea a{};
-  a.control = round_up(64 * (kCounterCount + 1));  // counters and the announcement
+  a.control = round_up(64 * (kCounterCount + 1 + 2));  // counters, announcement, mail
   a.small = round_up(l.small_bytes) * 2;
   a.staging = round_up(l.slot_bytes()) * static_cast<std::size_t>(l.slots);
   a.total = a.control + a.small + a.staging;
@@ -85,14 +85,17 @@ RankArea rank_area(const Layout& l) {
 }
 }  // namespace
 
-// The header, then one cache line per counter kind for the totals.
+// The header, then one cache line per counter kind for the totals, then the
+// mail sleepers' line.
 std::size_t totals_offset() {
   return round_up(sizeof(Header));
 }
+std::size_t mail_sleepers_offset() {
+  return totals_offset() + kAlign * kCounterCount;
+}
 
 std::size_t Layout::control_offset(int rank) const {
-  return totals_offset() + kAlign * kCounterCount +
-         rank_area(*this).total * static_cast<std::size_t>(rank);
+  return mail_sleepers_offset() + kAlign + rank_area(*this).total * static_cast<std::size_t>(rank);
 }
 std::size_t Layout::small_offset(int rank, int parity) const {
   auto a = rank_area(*this);
@@ -190,8 +193,8 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
 
 // --- access ---------------------------------------------------------------
 
-std::byte* Domain::small_buffer(int rank, uint64_t call) const {
-  return segment_.data() + layout_.small_offset(rank, static_cast<int>(call % 2));
+std::byte* Domain::small_buffer(int rank, uint64_t mail_call) const {
+  return segment_.data() + layout_.small_offset(rank, static_cast<int>(mail_call % 2));
 }
 
 std::byte* Domain::staging(int rank, uint64_t round) const {
@@ -221,6 +224,14 @@ uint64_t Domain::take_rounds(uint64_t count) {
 
 uint64_t Domain::take_small_call() {
   return next_small_++;
+}
+
+uint64_t Domain::take_mail_call() {
+  return next_mail_++;
+}
+
+Domain::SharedCounter& Domain::mail_sleepers() const {
+  return *reinterpret_cast<SharedCounter*>(segment_.data() + mail_sleepers_offset());
 }
 
 // --- call announcements -----------------------------------------------------
@@ -284,16 +295,9 @@ int Domain::first_behind(Counter c, uint64_t value, int from) const {
   return -1;
 }
 
-void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
-  // What to watch: the total (target ranks * value), or the lagging rank.
-  const bool summed = totalled(c);
-  const uint64_t target = summed ? value * static_cast<uint64_t>(layout_.ranks) : value;
-  int behind = 0;
-  auto ready = [&] {
-    if (summed) return total(c).value.load(std::memory_order_acquire) >= target;
-    behind = first_behind(c, value, behind);
-    return behind < 0;
-  };
+template <typename Ready, typename WatchFn, typename TimedOut>
+void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
+                        TimedOut&& timed_out) {
   if (ready()) return;
   if (spec.spin_us > 0) {
     auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
@@ -311,16 +315,69 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
   while (true) {
     if (spec.check_peers) spec.check_peers();
     if (spec.call) check_announcements(*spec.call);
-    if (spec.deadline.expired()) throw_timeout(c, value, spec);
-    SharedCounter& watched = summed ? total(c) : counter(behind, c);
-    watched.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    uint64_t seen = watched.value.load(std::memory_order_seq_cst);
-    if (seen < target)
+    if (spec.deadline.expired()) timed_out();
+    const Watch w = watch();
+    // Counted before the last look: a poster that changes the word after it
+    // sees the count and wakes us; one that changed it before fails the wait.
+    w.sleepers->fetch_add(1, std::memory_order_seq_cst);
+    const uint64_t seen = w.word->load(std::memory_order_seq_cst);
+    if (!ready())
       futex_wait_shared(
-          &watched.value, static_cast<uint32_t>(seen),
+          w.word, static_cast<uint32_t>(seen),
           std::min<std::chrono::nanoseconds>(spec.deadline.remaining(), kHealthSlice));
-    watched.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    w.sleepers->fetch_sub(1, std::memory_order_seq_cst);
     if (ready()) return;
+  }
+}
+
+void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
+  // What to watch: the total (target ranks * value), or the lagging rank.
+  const bool summed = totalled(c);
+  const uint64_t target = summed ? value * static_cast<uint64_t>(layout_.ranks) : value;
+  int behind = 0;
+  auto ready = [&] {
+    if (summed) return total(c).value.load(std::memory_order_acquire) >= target;
+    behind = first_behind(c, value, behind);
+    return behind < 0;
+  };
+  auto watch = [&] {
+    SharedCounter& w = summed ? total(c) : counter(behind, c);
+    return Watch{&w.value, &w.sleepers};
+  };
+  wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
+}
+
+// --- the latency path's mail ------------------------------------------------
+
+void Domain::post_mail(uint64_t call, const CallSignature& sig) {
+  Mail& m = control(rank_).mail[call % 2];
+  std::memcpy(static_cast<void*>(&m.sig), &sig, sizeof sig);
+  m.posted.store(call + 1, std::memory_order_seq_cst);
+  // Pairs with the sleeper's count + re-check (both seq_cst). The count's
+  // line is written only by sleepers, so while nobody sleeps this read hits
+  // this core's cache.
+  if (mail_sleepers().sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_shared(&m.posted);
+}
+
+void Domain::wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec) {
+  for (int r = 0; r < layout_.ranks; ++r) {
+    if (r == rank_) continue;
+    const Mail& m = control(r).mail[call % 2];
+    auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
+    auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers}; };
+    wait_until(ready, watch, spec, [&] {
+      throw IoError(CHORUS_ERR_TIMEOUT,
+                    fmt::format("rank {}: {} timed out in shared memory waiting for rank {} to "
+                                "post its input (small call {})",
+                                rank_, describe(sig), r, call));
+    });
+    const uint64_t posted = m.posted.load(std::memory_order_acquire);
+    CHORUS_CHECK(posted == call + 1, "rank {} posted small call {} while rank {} waits for {}", r,
+                 posted - 1, rank_, call);
+    CallSignature theirs;
+    std::memcpy(&theirs, static_cast<const void*>(&m.sig), sizeof theirs);
+    if (!(theirs == sig))
+      throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(r, theirs, 0, rank_, sig, 0));
   }
 }
 

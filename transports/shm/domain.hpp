@@ -4,7 +4,8 @@
 // Layout of the segment (every part 64-byte aligned, every counter on its own
 // cache line):
 //
-//   Header | Totals | per rank r: Control[r] | Small[r][2] | Staging[r][slots]
+//   Header | Totals | MailSleepers | per rank r: Control[r] | Small[r][2] |
+//   Staging[r][slots]
 //
 // - Totals: per counter kind, the sum of every rank's publications; "every
 //   rank reached v" is "total >= ranks * v" (one word to sleep on, one wake-up
@@ -13,10 +14,15 @@
 //   never reset: rounds and small calls are numbered per communicator, and all
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
 //   barrier.
+// - Control[r] also holds rank r's two mail headers (the latency path): the
+//   call number and signature of its input in Small[r][c % 2]. A rank that
+//   reads a peer's header gets the arrival, the mismatch check and, on the
+//   next line, the data: two cache-line transfers per peer and call instead
+//   of a counter, a total, an announcement and the data.
 // - Small[r][2]: the latency path's input copies, used alternately (parity of
-//   the small-call number). Rank r may overwrite Small[r][c % 2] at call c
-//   because finishing call c-1 needed every rank's arrival at c-1, which each
-//   rank posts only after it finished reading for call c-2.
+//   the mail-call number). Rank r may overwrite Small[r][c % 2] (and its
+//   header) at call c because finishing call c-1 needed every rank's header
+//   of c-1, which each rank posts only after it finished reading for c-2.
 // - Staging[r][k]: the pipeline's slots, `pieces` (= ranks) pieces of
 //   piece_bytes each. Round g uses slot g % slots in every rank.
 //
@@ -102,7 +108,7 @@ class Domain {
   int spin_us() const { return options_.spin_us; }
   bool oversubscribed() const { return options_.oversubscribed; }
 
-  std::byte* small_buffer(int rank, uint64_t call) const;
+  std::byte* small_buffer(int rank, uint64_t mail_call) const;
   std::byte* staging(int rank, uint64_t round) const;
 
   // Every call starts by announcing itself; a rank that waits on a peer
@@ -120,10 +126,19 @@ class Domain {
   // Returns once every rank's counter is >= value (acquire).
   void wait_all(Counter counter, uint64_t value, const WaitSpec& spec);
 
+  // The latency path: after writing small_buffer(rank(), call), post_mail
+  // makes it visible with the call's signature; wait_mail returns once every
+  // rank has posted `call` (acquire), and throws CHORUS_ERR_MISMATCH naming
+  // both ranks if one posted another signature.
+  void post_mail(uint64_t call, const CallSignature& sig);
+  void wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec);
+
   // Numbering shared by all ranks (all issue the same calls): the first
-  // round / small call a new call uses. Advances by what it takes.
+  // round / small call (barrier) / mail call a new call uses. Advances by
+  // what it takes.
   uint64_t take_rounds(uint64_t count);
   uint64_t take_small_call();
+  uint64_t take_mail_call();
 
  private:
   struct alignas(64) SharedCounter {
@@ -134,9 +149,14 @@ class Domain {
     std::atomic<uint64_t> seq;  // 0 while sig is being written (a sequence lock)
     CallSignature sig;
   };
+  struct alignas(64) Mail {
+    std::atomic<uint64_t> posted;  // mail call + 1 once its data and sig are in place
+    CallSignature sig;
+  };
   struct Control {
     SharedCounter counters[kCounterCount];
     Announcement announcement;
+    Mail mail[2];
   };
   Control& control(int rank) const;
   void check_announcement_of(int rank, const CallSignature& call) const;
@@ -144,6 +164,19 @@ class Domain {
   SharedCounter& counter(int rank, Counter counter) const;
   SharedCounter& total(Counter counter) const;  // sum over ranks (see publish)
   int first_behind(Counter counter, uint64_t value, int from) const;
+  // Its `sleepers`: how many ranks sleep on some mail header (its poster wakes them).
+  SharedCounter& mail_sleepers() const;
+  // What a sleeping waiter watches: the word whose change wakes it, and the
+  // count its poster checks before calling the kernel.
+  struct Watch {
+    const std::atomic<uint64_t>* word;
+    std::atomic<uint32_t>* sleepers;
+  };
+  // Spins (spec), then sleeps on watch() until ready(); on every health slice
+  // asks the control channel about peers and compares announcements; calls
+  // timed_out() (which throws) at the deadline.
+  template <typename Ready, typename WatchFn, typename TimedOut>
+  void wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec, TimedOut&& timed_out);
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
 
   int rank_;
@@ -152,6 +185,7 @@ class Domain {
   Options options_;
   uint64_t next_round_ = 0;
   uint64_t next_small_ = 0;
+  uint64_t next_mail_ = 0;
 };
 
 }  // namespace chorus::shm
