@@ -23,7 +23,8 @@ namespace chorus {
 namespace {
 
 spdlog::logger& log() {
-  return logger("comm");
+  static spdlog::logger& subsystem = logger("comm");  // the registry locks a mutex
+  return subsystem;
 }
 
 std::chrono::nanoseconds seconds(double s) {
@@ -163,7 +164,7 @@ void Communicator::worker_loop() {
 // Runs one call (its turn has come), records the outcome, advances the turn.
 void Communicator::execute(Work& work) {
   std::string earlier_abort;
-  {
+  if (aborted_.load(std::memory_order_acquire)) {  // no lock on the common path
     std::lock_guard lock(mu_);
     earlier_abort = abort_reason_;
   }
@@ -214,6 +215,7 @@ void Communicator::abort(const std::string& reason) {
   {
     std::lock_guard lock(mu_);
     if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "aborted by the user" : reason;
+    aborted_.store(true, std::memory_order_release);
   }
   transport_->abort(reason);
 }
@@ -265,14 +267,21 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   if (send != recv && overlaps(send, bytes, recv, bytes))
     throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
-  std::string algo = choose(sig, bytes);
+  // Captured as an enum, not the name: the body is built and run per call.
+  enum class Algo : uint8_t { shm, ring, recursive_doubling };
+  const std::string name = choose(sig, bytes);
+  const Algo algo = name == "shm"    ? Algo::shm
+                    : name == "ring" ? Algo::ring
+                                     : Algo::recursive_doubling;
   return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
-    if (algo == "shm")
-      shm_allreduce(ctx, send, recv, count, dtype, op);
-    else if (algo == "ring")
-      ring_allreduce(ctx, send, recv, count, dtype, op);
-    else
-      recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
+    switch (algo) {
+      case Algo::shm:
+        return shm_allreduce(ctx, send, recv, count, dtype, op);
+      case Algo::ring:
+        return ring_allreduce(ctx, send, recv, count, dtype, op);
+      case Algo::recursive_doubling:
+        return recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
+    }
   });
 }
 

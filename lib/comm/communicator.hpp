@@ -6,6 +6,7 @@
 // CHORUS_ERR_ABORTED quoting that first error.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -124,13 +125,14 @@ class Communicator {
 
   // Lock order: mu_ is never held while a collective runs.
   std::mutex mu_;
-  std::condition_variable turn_cv_;  // executed_seq_ advanced (blocking callers, destroy)
-  std::condition_variable work_cv_;  // queue changed or stop (the worker)
-  int turn_waiters_ = 0;             // threads waiting on turn_cv_
-  uint64_t next_seq_ = 1;            // sequence number of the next call
-  uint64_t executed_seq_ = 0;        // last sequence number that finished
-  std::deque<WorkPtr> queue_;        // asynchronous work not yet started
-  std::string abort_reason_;         // non-empty once aborted
+  std::condition_variable turn_cv_;   // executed_seq_ advanced (blocking callers, destroy)
+  std::condition_variable work_cv_;   // queue changed or stop (the worker)
+  int turn_waiters_ = 0;              // threads waiting on turn_cv_
+  uint64_t next_seq_ = 1;             // sequence number of the next call
+  uint64_t executed_seq_ = 0;         // last sequence number that finished
+  std::deque<WorkPtr> queue_;         // asynchronous work not yet started
+  std::string abort_reason_;          // non-empty once aborted
+  std::atomic<bool> aborted_{false};  // abort_reason_ is set (read without mu_)
   bool destroyed_ = false;
   bool stop_worker_ = false;
   std::thread worker_;

@@ -21,7 +21,8 @@ namespace chorus::shm {
 namespace {
 
 spdlog::logger& log() {
-  return logger("shm");
+  static spdlog::logger& subsystem = logger("shm");  // the registry locks a mutex
+  return subsystem;
 }
 
 constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"

@@ -15,7 +15,8 @@ namespace chorus::tcp {
 namespace {
 
 spdlog::logger& log() {
-  return logger("tcp");
+  static spdlog::logger& subsystem = logger("tcp");  // the registry locks a mutex
+  return subsystem;
 }
 
 }  // namespace

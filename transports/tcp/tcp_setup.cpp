@@ -16,7 +16,8 @@ namespace chorus::tcp {
 namespace {
 
 spdlog::logger& log() {
-  return logger("tcp");
+  static spdlog::logger& subsystem = logger("tcp");  // the registry locks a mutex
+  return subsystem;
 }
 
 void epoll_add(int epfd, int fd, uint32_t events, uint64_t id) {

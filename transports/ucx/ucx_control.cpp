@@ -10,7 +10,8 @@ namespace chorus::ucx {
 namespace {
 
 spdlog::logger& log() {
-  return logger("ucx");
+  static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
+  return subsystem;
 }
 
 }  // namespace

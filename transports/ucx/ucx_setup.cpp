@@ -17,7 +17,8 @@ namespace chorus::ucx {
 namespace {
 
 spdlog::logger& log() {
-  return logger("ucx");
+  static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
+  return subsystem;
 }
 
 std::string ucx_error(const char* what, ucs_status_t status) {

@@ -13,7 +13,8 @@ namespace chorus::ucx {
 namespace {
 
 spdlog::logger& log() {
-  return logger("ucx");
+  static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
+  return subsystem;
 }
 
 ucp_request_param_t send_param(void* user_data, ucp_send_nbx_callback_t cb) {
