@@ -5,8 +5,9 @@
 // size; small = its small-buffer size.
 //
 // Latency path (N <= small): each rank copies its input into its small buffer
-// and publishes its arrival; once all n have arrived, every rank reduces the n
-// buffers itself, in rank order. One synchronisation; each rank reads n * N.
+// and posts its mail header (call number and signature); once every rank's
+// header is there (and matches), every rank reduces the n buffers itself, in
+// rank order. One synchronisation; each rank reads n * N.
 //
 // Pipeline (N > small; common/shm_pipeline.hpp): round b covers bytes
 // [b n P, (b + 1) n P): each rank stages its block, reduces piece r (its own

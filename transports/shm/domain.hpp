@@ -11,7 +11,7 @@
 //   rank reached v" is "total >= ranks * v" (one word to sleep on, one wake-up
 //   per step). The drained counter, waited on with a lag, is not totalled.
 // - Control[r]: the monotonic counters rank r publishes (Counter below). They
-//   never reset: rounds and small calls are numbered per communicator, and all
+//   never reset: rounds and barriers are numbered per communicator, and all
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
 //   barrier.
 // - Control[r] also holds rank r's two mail headers (the latency path): the
@@ -61,7 +61,7 @@ struct Layout {
 };
 
 enum class Counter : int {
-  small = 0,    // small calls (and barriers) this rank has arrived at
+  small = 0,    // barriers this rank has arrived at
   staged = 1,   // pipeline rounds whose input this rank has staged
   reduced = 2,  // rounds whose piece this rank has reduced
   drained = 3,  // rounds this rank has finished reading from the others
