@@ -175,6 +175,14 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
   return outcomes;
 }
 
+RunOptions absent_rank_run(int absent, std::chrono::milliseconds timeout) {
+  RunOptions o;
+  o.timeout = timeout;
+  o.abort_on_error = false;  // every rank must reach its own deadline
+  o.participates = [absent](int r) { return r != absent; };
+  return o;
+}
+
 CallSignature make_sig(CollectiveKind kind, uint64_t seq, uint64_t count, DataType dtype,
                        ReduceOp op, int64_t root) {
   CallSignature sig;

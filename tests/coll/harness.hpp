@@ -84,6 +84,10 @@ class RankEnv {
   uint64_t seq_base_;
 };
 
+// A run in which rank `absent` never starts and every other rank must reach
+// its own deadline, `timeout` after its call began.
+RunOptions absent_rank_run(int absent, std::chrono::milliseconds timeout);
+
 // Every rank's transport stays open until all bodies have returned, so an
 // early finisher never turns a peer's timeout into a peer failure.
 std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,

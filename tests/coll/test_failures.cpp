@@ -111,10 +111,7 @@ TEST_CASE("a rank that never calls makes the others time out naming the peer", "
   for (int n : {2, 4}) {
     const int absent = n - 1;
     std::vector<std::vector<float>> bufs(n, std::vector<float>(64, 1.0f));
-    RunOptions o;
-    o.timeout = std::chrono::milliseconds(300);
-    o.abort_on_error = false;  // every rank must reach its own deadline
-    o.participates = [&](int r) { return r != absent; };
+    const RunOptions o = absent_rank_run(absent, std::chrono::milliseconds(300));
     auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
       const int r = env.rank();
       auto ctx = env.context(make_sig(CollectiveKind::allreduce, 9, 64, DataType::f32));

@@ -52,10 +52,7 @@ TEST_CASE("shm latency path: a rank that never calls makes the others time out n
           "[failure][shm]") {
   const int n = 3, absent = 1;
   std::vector<std::vector<float>> bufs(n, std::vector<float>(4, 1.0f));
-  RunOptions o;
-  o.timeout = std::chrono::milliseconds(300);
-  o.abort_on_error = false;  // every rank must reach its own deadline
-  o.participates = [&](int r) { return r != absent; };
+  const RunOptions o = absent_rank_run(absent, std::chrono::milliseconds(300));
   auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
     const int r = env.rank();
     auto ctx = env.context(make_sig(CollectiveKind::allreduce, 11, 4, DataType::f32));
