@@ -322,7 +322,9 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
     // sees the count and wakes us; one that changed it before fails the wait.
     w.sleepers->fetch_add(1, std::memory_order_seq_cst);
     const uint64_t seen = w.word->load(std::memory_order_seq_cst);
-    if (!ready())
+    // ready() may move on to another lagging rank's word: then look again
+    // instead of sleeping on a word nobody is going to change soon.
+    if (!ready() && watch().word == w.word)
       futex_wait_shared(
           w.word, static_cast<uint32_t>(seen),
           std::min<std::chrono::nanoseconds>(spec.deadline.remaining(), kHealthSlice));
