@@ -15,10 +15,10 @@
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
 //   barrier.
 // - Control[r] also holds rank r's two mail headers (the latency path): the
-//   call number and signature of its input in Small[r][c % 2]. A rank that
-//   reads a peer's header gets the arrival, the mismatch check and, on the
-//   next line, the data: two cache-line transfers per peer and call instead
-//   of a counter, a total, an announcement and the data.
+//   call number and signature of its input in Small[r][c % 2]. One line read
+//   from a peer gives its arrival and the mismatch check; the data follows
+//   in Small[r]. About two cache-line transfers per peer and call, where a
+//   counter, a shared total and an announcement took one each before the data.
 // - Small[r][2]: the latency path's input copies, used alternately (parity of
 //   the mail-call number). Rank r may overwrite Small[r][c % 2] (and its
 //   header) at call c because finishing call c-1 needed every rank's header
