@@ -22,7 +22,7 @@ struct CollectiveContext {
   CallSignature sig;
   Deadline deadline;
   std::size_t segment_bytes;  // largest single message of a pipelined step
-  int spin_us;
+  Spin spin;                  // how waits spin before they sleep
   // The communicator's shared-memory domain when all its ranks share a host
   // and shared memory is allowed; null otherwise.
   shm::Domain* shm = nullptr;
@@ -35,8 +35,8 @@ struct CollectiveContext {
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(peer, tag, sig, data);
   }
-  void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin_us, sig); }
-  void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin_us, sig); }
+  void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin, sig); }
+  void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin, sig); }
 };
 
 }  // namespace chorus

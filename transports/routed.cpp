@@ -15,7 +15,10 @@ RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> transpo
   for (int r : route_)
     CHORUS_CHECK(r >= 0 && r < static_cast<int>(transports_.size()), "route to transport {} of {}",
                  r, transports_.size());
-  for (const auto& t : transports_) name_ += (name_.empty() ? "" : "+") + std::string(t->name());
+  for (const auto& t : transports_) {
+    if (!name_.empty()) name_ += '+';
+    name_ += t->name();
+  }
 }
 
 RoutedTransport::~RoutedTransport() {

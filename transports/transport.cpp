@@ -22,7 +22,7 @@ Request* first_pending(std::span<const RequestPtr> requests, bool* any_failed) {
 
 template <typename Describe>
 void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
-                   const Deadline& deadline, int spin_us, Describe&& describe_call) {
+                   const Deadline& deadline, Spin spin, Describe&& describe_call) {
   // Spin on all requests at once, driving the transport; then let the
   // transport put this thread to sleep until they are done. A failure ends
   // the wait at once: the others may never complete.
@@ -30,11 +30,11 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
   Request* pending = first_pending(requests, &failed);
   if (pending && !failed) {
     transport.spin_begin();
-    auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
+    auto spin_end = Clock::now() + std::chrono::microseconds(spin.us);
     unsigned round = 0;
     while (pending && !failed && Clock::now() < spin_end) {
       if (transport.poll()) round = 0;
-      spin_pause(round++);
+      spin_step(spin, round);
       pending = first_pending(requests, &failed);
     }
     while (pending && !failed && !deadline.expired()) {
@@ -71,23 +71,23 @@ std::string mismatch_message(int their_rank, const CallSignature& theirs, std::s
 }
 
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
-              int spin_us, const CallSignature& call) {
-  wait_all_impl(transport, requests, deadline, spin_us, [&] { return describe(call); });
+              Spin spin, const CallSignature& call) {
+  wait_all_impl(transport, requests, deadline, spin, [&] { return describe(call); });
 }
 
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
-              int spin_us, std::string_view what) {
-  wait_all_impl(transport, requests, deadline, spin_us, [&] { return std::string(what); });
+              Spin spin, std::string_view what) {
+  wait_all_impl(transport, requests, deadline, spin, [&] { return std::string(what); });
 }
 
-void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
-              int spin_us, const CallSignature& call) {
-  wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin_us, call);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
+              const CallSignature& call) {
+  wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin, call);
 }
 
-void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
-              int spin_us, std::string_view what) {
-  wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin_us, what);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
+              std::string_view what) {
+  wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin, what);
 }
 
 }  // namespace chorus

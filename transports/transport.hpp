@@ -103,12 +103,12 @@ std::string mismatch_message(int their_rank, const CallSignature& theirs, std::s
 // `what`) and the peers still outstanding when the deadline passes. The
 // description is only built on timeout.
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
-              int spin_us, const CallSignature& call);
+              Spin spin, const CallSignature& call);
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
-              int spin_us, std::string_view what);
-void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
-              int spin_us, const CallSignature& call);
-void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline,
-              int spin_us, std::string_view what);
+              Spin spin, std::string_view what);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
+              const CallSignature& call);
+void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
+              std::string_view what);
 
 }  // namespace chorus

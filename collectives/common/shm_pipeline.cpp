@@ -11,8 +11,8 @@ namespace chorus {
 shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   shm::WaitSpec spec;
   spec.deadline = ctx.deadline;
-  spec.spin_us = ctx.shm && ctx.shm->spin_us() >= 0 ? ctx.shm->spin_us() : ctx.spin_us;
-  spec.yield_while_spinning = ctx.shm && ctx.shm->oversubscribed();
+  spec.spin.us = ctx.shm && ctx.shm->spin_us() >= 0 ? ctx.shm->spin_us() : ctx.spin.us;
+  spec.spin.yield_each = ctx.shm && ctx.shm->oversubscribed();
   spec.check_peers = [&transport = ctx.transport] { transport.check_failed(); };
   spec.call = &ctx.sig;
   return spec;

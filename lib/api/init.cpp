@@ -133,7 +133,7 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
     o.layout = shm_layout(config, info.world_size, online_cores());
     // Spinning (by yielding when ranks outnumber cores, which lets the awaited
     // rank run) beats a futex wake-up on every shared-memory wait.
-    o.spin_us = config.spin_us >= 0 ? config.spin_us : 50;
+    o.spin_us = resolve_spin_us(config.spin_us);
     o.oversubscribed = hosts.ranks_on_my_host() > online_cores();
     o.name_prefix = shm::segment_name_prefix(info.job_token);
     o.key_prefix = comm_prefix;

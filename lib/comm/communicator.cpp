@@ -78,7 +78,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr
       tag_(tag),
       algo_override_(AlgoOverride::parse(config.algo)) {
   if (ranks_on_host <= 0) ranks_on_host = size();
-  config_.spin_us = resolve_spin_us(config_.spin_us, ranks_on_host);
+  config_.spin_us = resolve_spin_us(config_.spin_us);
   cost_model_ = CostModel::defaults(ranks_on_host, online_cores());
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -178,7 +178,7 @@ void Communicator::execute(Work& work) {
                           work.sig_,
                           work.deadline_ ? *work.deadline_ : default_deadline(),
                           segment_bytes_for(work.sig_),
-                          config_.spin_us,
+                          Spin{config_.spin_us, cost_model_.oversubscribed},
                           shm_.get()};
     try {
       work.body_(ctx);

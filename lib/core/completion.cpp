@@ -33,6 +33,14 @@ void spin_pause(unsigned round) {
   }
 }
 
+void spin_step(const Spin& spin, unsigned& round) {
+  if (spin.yield_each)
+    sched_yield();
+  else
+    spin_pause(round);
+  ++round;
+}
+
 bool Completion::claim() {
   uint32_t expected = kPending;
   return state_.compare_exchange_strong(expected, kBusy, std::memory_order_acq_rel);

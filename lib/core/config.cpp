@@ -116,9 +116,9 @@ std::vector<ConfigVar> build_registry() {
                  return c.segment_bytes == 0 ? std::string("auto") : format_bytes(c.segment_bytes);
                }});
   r.push_back({"CHORUS_SPIN_US", "auto",
-               "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50, or 0 "
-               "when this host has more than twice as many ranks as cores (shared-memory "
-               "waits: 50, yielding the core at every poll when ranks outnumber cores).",
+               "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50; when "
+               "this host has more ranks than cores, the polling yields the core at every "
+               "check.",
                [](Config& c, std::string_view v) {
                  if (lower(v) == "auto") {
                    c.spin_us = -1;
@@ -229,11 +229,8 @@ int online_cores() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
-int resolve_spin_us(int configured, int ranks_on_host) {
-  if (configured >= 0) return configured;
-  // Measured on 2 cores: at 4 ranks a short spin still halves small-message
-  // latency (the partner is often running); at 8 it only steals their cores.
-  return ranks_on_host > 2 * online_cores() ? 0 : 50;
+int resolve_spin_us(int configured) {
+  return configured >= 0 ? configured : 50;
 }
 
 const Config& global_config() {

@@ -300,17 +300,13 @@ template <typename Ready, typename WatchFn, typename TimedOut>
 void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
                         TimedOut&& timed_out) {
   if (ready()) return;
-  if (spec.spin_us > 0) {
-    auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin_us);
+  if (spec.spin.us > 0) {
+    auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin.us);
     unsigned round = 0;
     while (true) {
-      if (spec.yield_while_spinning)
-        sched_yield();
-      else
-        spin_pause(round);  // pause, then yield: a partner that shares our core can run
-      ++round;
+      spin_step(spec.spin, round);  // a partner that shares our core can run
       if (ready()) return;
-      if ((spec.yield_while_spinning || (round & 63) == 0) && Clock::now() >= spin_until) break;
+      if ((spec.spin.yield_each || (round & 63) == 0) && Clock::now() >= spin_until) break;
     }
   }
   while (true) {

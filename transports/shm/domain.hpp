@@ -41,6 +41,7 @@
 #include <string>
 
 #include "lib/bootstrap/store.hpp"
+#include "lib/core/completion.hpp"
 #include "lib/core/contract.hpp"
 #include "lib/core/deadline.hpp"
 #include "transports/shm/segment.hpp"
@@ -72,10 +73,7 @@ inline constexpr int kCounterCount = 4;
 // and how to learn that a peer failed (throws IoError if one did).
 struct WaitSpec {
   Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));
-  int spin_us = 0;
-  // Spin by yielding the core at every check (ranks outnumber cores: the
-  // awaited rank is likely waiting for this core).
-  bool yield_while_spinning = false;
+  Spin spin;  // yield_each when ranks outnumber cores
   std::function<void()> check_peers;
   const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
 };
