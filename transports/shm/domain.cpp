@@ -118,7 +118,10 @@ Domain::Domain(const Options& options, Segment segment)
     : rank_(options.rank),
       layout_(options.layout),
       segment_(std::move(segment)),
-      options_(options) {}
+      options_(options) {
+  for (int r = 0; r < layout_.ranks; ++r)
+    controls_.push_back(reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(r)));
+}
 
 Domain::~Domain() = default;
 
@@ -205,7 +208,7 @@ std::byte* Domain::staging(int rank, uint64_t round) const {
 }
 
 Domain::Control& Domain::control(int rank) const {
-  return *reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(rank));
+  return *controls_[static_cast<std::size_t>(rank)];
 }
 
 Domain::SharedCounter& Domain::total(Counter c) const {
@@ -301,12 +304,20 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
                         TimedOut&& timed_out) {
   if (ready()) return;
   if (spec.spin.us > 0) {
-    auto spin_until = Clock::now() + std::chrono::microseconds(spec.spin.us);
+    // The clock starts at the first time check: most waits end before it,
+    // and a clock read is a good part of a latency-path call.
+    Clock::time_point spin_until{};
     unsigned round = 0;
     while (true) {
       spin_step(spec.spin, round);  // a partner that shares our core can run
       if (ready()) return;
-      if ((spec.spin.yield_each || (round & 63) == 0) && Clock::now() >= spin_until) break;
+      if (spec.spin.yield_each || (round & 63) == 0) {
+        const auto now = Clock::now();
+        if (spin_until == Clock::time_point{})
+          spin_until = now + std::chrono::microseconds(spec.spin.us);
+        else if (now >= spin_until)
+          break;
+      }
     }
   }
   while (true) {

@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/bootstrap/store.hpp"
 #include "lib/core/completion.hpp"
@@ -184,6 +185,7 @@ class Domain {
   uint64_t next_round_ = 0;
   uint64_t next_small_ = 0;
   uint64_t next_mail_ = 0;
+  std::vector<Control*> controls_;  // per rank, in the segment (computed once)
 };
 
 }  // namespace chorus::shm
