@@ -112,9 +112,20 @@ struct alignas(64) Counter {
 };
 
 // Waits with a short spin, then yields: the peer may share this core.
+// Gives up after a minute (the peer thread would have to be stuck), saying so.
 void wait_at_least(const Counter& c, uint64_t v) {
-  for (int spins = 0; c.value.load(std::memory_order_acquire) < v; ++spins)
-    if (spins > 256) std::this_thread::yield();
+  Clock::time_point give_up{};
+  for (uint64_t spins = 0; c.value.load(std::memory_order_acquire) < v; ++spins) {
+    if (spins <= 256) continue;
+    std::this_thread::yield();
+    if (spins % 4096 != 0) continue;
+    if (give_up == Clock::time_point{}) give_up = Clock::now() + std::chrono::seconds(60);
+    if (Clock::now() > give_up) {
+      std::fprintf(stderr, "chorus-limits: the exchange's peer thread stopped at step %llu\n",
+                   static_cast<unsigned long long>(v));
+      std::exit(2);
+    }
+  }
 }
 
 // Each of two threads sends `bytes` to the other `reps` times through
