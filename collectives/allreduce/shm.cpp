@@ -1,7 +1,10 @@
 #include "collectives/allreduce/shm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "collectives/common/shm_pipeline.hpp"
 
@@ -65,8 +68,15 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);
   domain.post_mail(call, ctx.sig);
   domain.wait_mail(call, ctx.sig, spec);
-  std::vector<const std::byte*> inputs;
-  for (int j = 0; j < domain.size(); ++j) inputs.push_back(domain.small_buffer(j, call));
+  // No allocation on the latency path for up to kStackInputs ranks.
+  constexpr int kStackInputs = 16;
+  std::array<const std::byte*, kStackInputs> on_stack;
+  std::vector<const std::byte*> on_heap;
+  const auto n = static_cast<std::size_t>(domain.size());
+  if (n > kStackInputs) on_heap.resize(n);
+  std::span<const std::byte*> inputs =
+      n > kStackInputs ? std::span(on_heap) : std::span(on_stack).first(n);
+  for (std::size_t j = 0; j < n; ++j) inputs[j] = domain.small_buffer(static_cast<int>(j), call);
   reduce_in_rank_order(out, inputs, count, dtype, op);
 }
 

@@ -18,8 +18,8 @@ shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   return spec;
 }
 
-void reduce_in_rank_order(std::byte* dst, const std::vector<const std::byte*>& srcs,
-                          std::size_t count, DataType dtype, ReduceOp op) {
+void reduce_in_rank_order(std::byte* dst, std::span<const std::byte* const> srcs, std::size_t count,
+                          DataType dtype, ReduceOp op) {
   CHORUS_CHECK(!srcs.empty(), "no inputs to reduce ({} elements)", count);
   if (count == 0) return;
   if (srcs.size() == 1) {

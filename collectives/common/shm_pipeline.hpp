@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "collectives/context.hpp"
@@ -85,7 +86,7 @@ shm::WaitSpec shm_wait_spec(CollectiveContext& ctx);
 
 // dst = srcs[0] op srcs[1] op ... in order (dst may be one of them); AVG
 // divides by srcs.size() at the end.
-void reduce_in_rank_order(std::byte* dst, const std::vector<const std::byte*>& srcs,
-                          std::size_t count, DataType dtype, ReduceOp op);
+void reduce_in_rank_order(std::byte* dst, std::span<const std::byte* const> srcs, std::size_t count,
+                          DataType dtype, ReduceOp op);
 
 }  // namespace chorus
