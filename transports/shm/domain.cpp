@@ -26,7 +26,7 @@ spdlog::logger& log() {
 }
 
 constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr std::size_t kAlign = 64;
 // How often a sleeping waiter wakes to ask the control channel about peers.
 constexpr auto kHealthSlice = std::chrono::milliseconds(10);
@@ -78,8 +78,8 @@ struct RankArea {
 };
 RankArea rank_area(const Layout& l) {
   RankArea a{};
-  a.control = round_up(64 * (kCounterCount + 1 + 2));  // counters, announcement, mail
-  a.small = round_up(l.small_bytes) * 2;
+  a.control = round_up(64 * (kCounterCount + 1));  // counters, announcement
+  a.small = round_up(kMailHeaderBytes + l.small_bytes) * 2;
   a.staging = round_up(l.slot_bytes()) * static_cast<std::size_t>(l.slots);
   a.total = a.control + a.small + a.staging;
   return a;
@@ -101,7 +101,7 @@ std::size_t Layout::control_offset(int rank) const {
 std::size_t Layout::small_offset(int rank, int parity) const {
   auto a = rank_area(*this);
   return control_offset(rank) + a.control +
-         round_up(small_bytes) * static_cast<std::size_t>(parity);
+         round_up(kMailHeaderBytes + small_bytes) * static_cast<std::size_t>(parity);
 }
 std::size_t Layout::staging_offset(int rank, int slot) const {
   auto a = rank_area(*this);
@@ -119,8 +119,12 @@ Domain::Domain(const Options& options, Segment segment)
       layout_(options.layout),
       segment_(std::move(segment)),
       options_(options) {
-  for (int r = 0; r < layout_.ranks; ++r)
+  static_assert(sizeof(MailHeader) == kMailHeaderBytes);
+  for (int r = 0; r < layout_.ranks; ++r) {
     controls_.push_back(reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(r)));
+    for (int parity = 0; parity < 2; ++parity)
+      mails_.push_back(segment_.data() + layout_.small_offset(r, parity));
+  }
 }
 
 Domain::~Domain() = default;
@@ -197,8 +201,12 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
 
 // --- access ---------------------------------------------------------------
 
+Domain::MailHeader& Domain::mail(int rank, uint64_t mail_call) const {
+  return *reinterpret_cast<MailHeader*>(mails_[static_cast<std::size_t>(rank) * 2 + mail_call % 2]);
+}
+
 std::byte* Domain::small_buffer(int rank, uint64_t mail_call) const {
-  return segment_.data() + layout_.small_offset(rank, static_cast<int>(mail_call % 2));
+  return reinterpret_cast<std::byte*>(&mail(rank, mail_call)) + kMailHeaderBytes;
 }
 
 std::byte* Domain::staging(int rank, uint64_t round) const {
@@ -360,7 +368,7 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
 // --- the latency path's mail ------------------------------------------------
 
 void Domain::post_mail(uint64_t call, const CallSignature& sig) {
-  Mail& m = control(rank_).mail[call % 2];
+  MailHeader& m = mail(rank_, call);
   std::memcpy(static_cast<void*>(&m.sig), &sig, sizeof sig);
   m.posted.store(call + 1, std::memory_order_seq_cst);
   // Pairs with the sleeper's count + re-check (both seq_cst). The count's
@@ -372,7 +380,7 @@ void Domain::post_mail(uint64_t call, const CallSignature& sig) {
 void Domain::wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec) {
   for (int r = 0; r < layout_.ranks; ++r) {
     if (r == rank_) continue;
-    const Mail& m = control(r).mail[call % 2];
+    const MailHeader& m = mail(r, call);
     auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
     auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers}; };
     wait_until(ready, watch, spec, [&] {

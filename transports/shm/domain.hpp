@@ -14,15 +14,15 @@
 //   never reset: rounds and barriers are numbered per communicator, and all
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
 //   barrier.
-// - Control[r] also holds rank r's two mail headers (the latency path): the
-//   call number and signature of its input in Small[r][c % 2]. One line read
-//   from a peer gives its arrival and the mismatch check; the data follows
-//   in Small[r]. About two cache-line transfers per peer and call, where a
-//   counter, a shared total and an announcement took one each before the data.
-// - Small[r][2]: the latency path's input copies, used alternately (parity of
-//   the mail-call number). Rank r may overwrite Small[r][c % 2] (and its
-//   header) at call c because finishing call c-1 needed every rank's header
-//   of c-1, which each rank posts only after it finished reading for c-2.
+// - Small[r][2]: the latency path's mail, used alternately (parity of the
+//   mail-call number): a header (the call number and signature) and right
+//   behind it, in the same cache line, the first bytes of rank r's input.
+//   One line read from a peer gives its arrival, the mismatch check and, up
+//   to kMailInlineBytes, its whole input: one cache-line transfer per peer
+//   and call for 8-byte allreduces, where a separate header line took two.
+//   Rank r may overwrite Small[r][c % 2] at call c because finishing call c-1
+//   needed every rank's header of c-1, which each rank posts only after it
+//   finished reading for c-2.
 // - Staging[r][k]: the pipeline's slots, `pieces` (= ranks) pieces of
 //   piece_bytes each. Round g uses slot g % slots in every rank.
 //
@@ -53,7 +53,7 @@ struct Layout {
   int ranks = 1;
   int slots = 3;
   std::size_t piece_bytes = 64 * 1024;  // pipeline unit per rank per round; multiple of 64
-  std::size_t small_bytes = 32 * 1024;  // latency-path buffer; multiple of 64
+  std::size_t small_bytes = 32 * 1024;  // latency-path input capacity; multiple of 64
 
   std::size_t slot_bytes() const { return piece_bytes * static_cast<std::size_t>(ranks); }
   std::size_t control_offset(int rank) const;
@@ -61,6 +61,10 @@ struct Layout {
   std::size_t staging_offset(int rank, int slot) const;
   std::size_t total_bytes() const;
 };
+
+// Input bytes that share the mail header's cache line.
+inline constexpr std::size_t kMailHeaderBytes = 40;
+inline constexpr std::size_t kMailInlineBytes = 64 - kMailHeaderBytes;
 
 enum class Counter : int {
   small = 0,    // barriers this rank has arrived at
@@ -148,15 +152,16 @@ class Domain {
     std::atomic<uint64_t> seq;  // 0 while sig is being written (a sequence lock)
     CallSignature sig;
   };
-  struct alignas(64) Mail {
+  // At the head of Small[r][p], 64-byte aligned; the input follows it.
+  struct MailHeader {
     std::atomic<uint64_t> posted;  // mail call + 1 once its data and sig are in place
     CallSignature sig;
   };
   struct Control {
     SharedCounter counters[kCounterCount];
     Announcement announcement;
-    Mail mail[2];
   };
+  MailHeader& mail(int rank, uint64_t mail_call) const;
   Control& control(int rank) const;
   void check_announcement_of(int rank, const CallSignature& call) const;
   Domain(const Options& options, Segment segment);
@@ -186,6 +191,7 @@ class Domain {
   uint64_t next_small_ = 0;
   uint64_t next_mail_ = 0;
   std::vector<Control*> controls_;  // per rank, in the segment (computed once)
+  std::vector<std::byte*> mails_;   // Small[r][parity] at [2 r + parity]
 };
 
 }  // namespace chorus::shm
