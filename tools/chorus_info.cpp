@@ -104,8 +104,10 @@ void print_plan(const chorus::Config& config, int ranks, int ranks_on_host) {
     auto choice =
         chorus::choose_algorithm(chorus::CollectiveKind::allreduce, bytes, ranks, user, model, shm);
     auto segment = chorus::ring_segment_bytes(bytes, ranks, model, config.segment_bytes);
-    fmt::print("{:>10}  {:<20} {:>8}  {}\n", chorus::format_bytes(bytes), choice.algo,
-               choice.algo == "ring" ? chorus::format_bytes(segment) : "-", choice.why());
+    fmt::print("{:>10}  {:<20} {:>8}  {}\n", chorus::format_bytes(bytes),
+               chorus::algorithm_name(choice.algo),
+               choice.algo == chorus::Algorithm::ring ? chorus::format_bytes(segment) : "-",
+               choice.why());
   }
 }
 

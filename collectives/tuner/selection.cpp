@@ -30,17 +30,32 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 
 }  // namespace
 
-const std::vector<std::string>& algorithms_for(CollectiveKind kind) {
-  static const std::vector<std::string> allreduce = {"ring", "recursive_doubling", "shm"};
-  static const std::vector<std::string> ring = {"ring", "shm"};
-  static const std::vector<std::string> barrier = {"dissemination", "shm"};
+std::string_view algorithm_name(Algorithm algo) {
+  switch (algo) {
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::recursive_doubling:
+      return "recursive_doubling";
+    case Algorithm::dissemination:
+      return "dissemination";
+    case Algorithm::shm:
+      return "shm";
+  }
+  return "unknown";
+}
+
+std::span<const Algorithm> algorithms_for(CollectiveKind kind) {
+  using enum Algorithm;
+  static constexpr Algorithm allreduce[] = {ring, recursive_doubling, shm};
+  static constexpr Algorithm ring_based[] = {ring, shm};
+  static constexpr Algorithm barrier[] = {dissemination, shm};
   switch (kind) {
     case CollectiveKind::allreduce:
       return allreduce;
     case CollectiveKind::barrier:
       return barrier;
     default:
-      return ring;
+      return ring_based;
   }
 }
 
@@ -52,7 +67,12 @@ AlgoOverride AlgoOverride::parse(std::string_view text) {
     if (colon == std::string_view::npos)
       throw UsageError(fmt::format("CHORUS_ALGO: '{}' is not collective:rules", entry));
     CollectiveKind kind = parse_kind(entry.substr(0, colon));
-    const auto& known = algorithms_for(kind);
+    const auto known = algorithms_for(kind);
+    auto names = [&] {
+      std::vector<std::string_view> out;
+      for (Algorithm a : known) out.push_back(algorithm_name(a));
+      return fmt::format("{}", fmt::join(out, ", "));
+    };
     for (auto rule_text : split(entry.substr(colon + 1), ',')) {
       auto dash = rule_text.find('-');
       auto algo_colon = rule_text.find(':');
@@ -63,24 +83,27 @@ AlgoOverride AlgoOverride::parse(std::string_view text) {
       rule.lo = parse_bytes(rule_text.substr(0, dash));
       auto hi = rule_text.substr(dash + 1, algo_colon - dash - 1);
       rule.hi = hi == "inf" ? SIZE_MAX : parse_bytes(hi);
-      rule.algo = std::string(rule_text.substr(algo_colon + 1));
+      const auto name = rule_text.substr(algo_colon + 1);
       if (rule.lo >= rule.hi)
         throw UsageError(fmt::format("CHORUS_ALGO: empty size range in '{}'", rule_text));
-      if (std::find(known.begin(), known.end(), rule.algo) == known.end())
+      auto known_algo = std::find_if(known.begin(), known.end(),
+                                     [&](Algorithm a) { return algorithm_name(a) == name; });
+      if (known_algo == known.end())
         throw UsageError(fmt::format("CHORUS_ALGO: {} has no algorithm '{}' (known: {})",
-                                     collective_name(kind), rule.algo, fmt::join(known, ", ")));
+                                     collective_name(kind), name, names()));
+      rule.algo = *known_algo;
       result.rules_[kind].push_back(rule);
     }
   }
   return result;
 }
 
-std::string AlgoOverride::lookup(CollectiveKind kind, std::size_t bytes) const {
+std::optional<Algorithm> AlgoOverride::lookup(CollectiveKind kind, std::size_t bytes) const {
   auto it = rules_.find(kind);
-  if (it == rules_.end()) return "";
+  if (it == rules_.end()) return std::nullopt;
   for (const auto& rule : it->second)
     if (bytes >= rule.lo && bytes < rule.hi) return rule.algo;
-  return "";
+  return std::nullopt;
 }
 
 CostModel CostModel::defaults(int ranks_on_host, int cores) {
@@ -92,11 +115,11 @@ CostModel CostModel::defaults(int ranks_on_host, int cores) {
   return m;
 }
 
-double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const CostModel& m) {
+double estimate_us(Algorithm algo, std::size_t bytes, int ranks, const CostModel& m) {
   const double b = static_cast<double>(bytes);
   const double n = ranks;
   double steps = 0, wire = 0, reduced = 0;
-  if (algo == "ring") {
+  if (algo == Algorithm::ring) {
     // reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.
     steps = 2 * (n - 1);
     wire = 2 * (n - 1) / n * b;
@@ -122,8 +145,8 @@ std::size_t ring_segment_bytes(std::size_t bytes, int ranks, const CostModel& mo
   return std::clamp<std::size_t>(chunk / 16, kMin, kMax);
 }
 
-int algorithm_index(CollectiveKind kind, const std::string& algo) {
-  const auto& known = algorithms_for(kind);
+int algorithm_index(CollectiveKind kind, Algorithm algo) {
+  const auto known = algorithms_for(kind);
   auto it = std::find(known.begin(), known.end(), algo);
   CHORUS_CHECK(it != known.end(), "{} has no algorithm '{}'", collective_name(kind), algo);
   return static_cast<int>(it - known.begin());
@@ -135,7 +158,7 @@ std::string AlgoChoice::why() const {
                              "CHORUS_TRANSPORT auto or shm; "
                            : "";
   if (forced) return fmt::format("CHORUS_ALGO chose {} for {} bytes", algo, bytes);
-  if (algo == "shm")
+  if (algo == Algorithm::shm)
     return fmt::format("all {} ranks share this host: collectives through shared memory", ranks);
   if (ring_us == 0 && recursive_doubling_us == 0)
     return prefix + "the default point-to-point algorithm for this collective";
@@ -151,22 +174,23 @@ AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
   choice.bytes = bytes;
   choice.ranks = ranks;
   choice.alpha_us = model.alpha_us;
-  std::string forced = user.lookup(kind, bytes);
-  if (forced == "shm" && !shm_available) {
+  std::optional<Algorithm> forced = user.empty() ? std::nullopt : user.lookup(kind, bytes);
+  if (forced == Algorithm::shm && !shm_available) {
     choice.shm_refused = true;  // unsupported here: fall through to the others
-    forced.clear();
+    forced.reset();
   }
-  if (!forced.empty()) {
-    choice.algo = forced;
+  if (forced) {
+    choice.algo = *forced;
     choice.forced = true;
   } else if (shm_available) {
     // Reading peers' data straight from shared memory beats every
     // point-to-point algorithm on one host: no kernel copy, no message steps.
-    choice.algo = "shm";
+    choice.algo = Algorithm::shm;
   } else if (kind == CollectiveKind::allreduce && ranks > 1) {
-    choice.ring_us = estimate_us("ring", bytes, ranks, model);
-    choice.recursive_doubling_us = estimate_us("recursive_doubling", bytes, ranks, model);
-    choice.algo = choice.recursive_doubling_us < choice.ring_us ? "recursive_doubling" : "ring";
+    choice.ring_us = estimate_us(Algorithm::ring, bytes, ranks, model);
+    choice.recursive_doubling_us = estimate_us(Algorithm::recursive_doubling, bytes, ranks, model);
+    choice.algo = choice.recursive_doubling_us < choice.ring_us ? Algorithm::recursive_doubling
+                                                                : Algorithm::ring;
   } else {
     choice.algo = algorithms_for(kind).front();
   }

@@ -14,7 +14,10 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +26,15 @@
 
 namespace chorus {
 
+// Every algorithm of every collective; the names are those of CHORUS_ALGO.
+// An enum, not a string: the choice is made on every call.
+enum class Algorithm : uint8_t { ring, recursive_doubling, dissemination, shm };
+std::string_view algorithm_name(Algorithm algo);
+
 struct AlgoRule {
   std::size_t lo = 0;
   std::size_t hi = SIZE_MAX;  // exclusive; SIZE_MAX means "inf"
-  std::string algo;
+  Algorithm algo = Algorithm::ring;
 };
 
 class AlgoOverride {
@@ -34,8 +42,8 @@ class AlgoOverride {
   AlgoOverride() = default;
   // Throws UsageError naming the bad part, or an algorithm unknown for the collective.
   static AlgoOverride parse(std::string_view text);
-  // The overriding algorithm for (kind, bytes), or "" when none applies.
-  std::string lookup(CollectiveKind kind, std::size_t bytes) const;
+  // The overriding algorithm for (kind, bytes), if a rule covers it.
+  std::optional<Algorithm> lookup(CollectiveKind kind, std::size_t bytes) const;
   bool empty() const { return rules_.empty(); }
 
  private:
@@ -43,10 +51,10 @@ class AlgoOverride {
 };
 
 // Algorithms each collective has (the first is the default for large sizes).
-const std::vector<std::string>& algorithms_for(CollectiveKind kind);
+std::span<const Algorithm> algorithms_for(CollectiveKind kind);
 
 struct AlgoChoice {
-  std::string algo;
+  Algorithm algo = Algorithm::ring;
   // Why, in numbers (words only when logged: see the formatter below).
   bool forced = false;       // CHORUS_ALGO said so
   bool shm_refused = false;  // CHORUS_ALGO said shm, but there is no shared-memory domain
@@ -70,7 +78,7 @@ struct CostModel {
 };
 
 // Estimated time of one call with `algo` (microseconds).
-double estimate_us(const std::string& algo, std::size_t bytes, int ranks, const CostModel& model);
+double estimate_us(Algorithm algo, std::size_t bytes, int ranks, const CostModel& model);
 
 // shm_available: the communicator has a shared-memory domain (all ranks on one
 // host, shared memory allowed); then "shm" wins unless CHORUS_ALGO says otherwise.
@@ -79,7 +87,7 @@ AlgoChoice choose_algorithm(CollectiveKind kind, std::size_t bytes, int ranks,
                             bool shm_available = false);
 
 // Position of algo in algorithms_for(kind) (the call signature records 1 + it).
-int algorithm_index(CollectiveKind kind, const std::string& algo);
+int algorithm_index(CollectiveKind kind, Algorithm algo);
 
 // Segment size of the ring pipelines for a call of `bytes` per rank:
 // `configured` when the user set one; else about 16 segments per chunk, within
@@ -90,6 +98,14 @@ std::size_t ring_segment_bytes(std::size_t bytes, int ranks, const CostModel& mo
                                std::size_t configured);
 
 }  // namespace chorus
+
+template <>
+struct fmt::formatter<chorus::Algorithm> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(chorus::Algorithm algo, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(chorus::algorithm_name(algo), ctx);
+  }
+};
 
 template <>
 struct fmt::formatter<chorus::AlgoChoice> : fmt::formatter<std::string> {

@@ -1,6 +1,7 @@
 // extern "C" entry points of include/chorus.h. Each catches everything.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 #include <unordered_set>
 
@@ -20,6 +21,15 @@ std::unordered_set<chorus_comm_t>& live_comms() {
   static std::unordered_set<chorus_comm_t> set;
   return set;
 }
+// Bumped by every destroy: a thread's cached handle is live while the
+// generation it was checked in is still the current one. The set and its
+// mutex then stay off the per-call path.
+std::atomic<uint64_t> live_generation{0};
+struct CheckedHandle {
+  chorus_comm_t comm = nullptr;
+  uint64_t generation = 0;
+};
+thread_local CheckedHandle last_checked;
 thread_local std::string last_error_message;
 
 }  // namespace
@@ -31,20 +41,28 @@ void register_comm(chorus_comm_t comm) {
 
 bool unregister_comm(chorus_comm_t comm) {
   std::lock_guard lock(live_mutex);
+  live_generation.fetch_add(1, std::memory_order_acq_rel);
   return live_comms().erase(comm) > 0;
 }
 
 Communicator& lookup(chorus_comm_t comm) {
+  if (comm && comm == last_checked.comm &&
+      last_checked.generation == live_generation.load(std::memory_order_acquire))
+    return *comm->comm;
   std::lock_guard lock(live_mutex);
   if (!comm) throw UsageError("communicator handle is NULL");
   if (!live_comms().count(comm))
     throw UsageError(CHORUS_ERR_INVALID_USAGE,
                      "communicator handle is not live (used after chorus_comm_destroy?)");
+  last_checked = {comm, live_generation.load(std::memory_order_relaxed)};
   return *comm->comm;
 }
 
 void set_last_error(const std::string& message) {
   last_error_message = message;
+}
+void clear_last_error() {
+  last_error_message.clear();
 }
 const char* last_error() {
   return last_error_message.c_str();

@@ -10,7 +10,7 @@ namespace chorus::api {
 template <typename Fn>
 chorus_result_t guarded(Fn&& fn) noexcept {
   try {
-    set_last_error("");
+    clear_last_error();
     fn();
     return CHORUS_SUCCESS;
   } catch (const chorus::Error& e) {

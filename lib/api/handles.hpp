@@ -27,6 +27,7 @@ bool unregister_comm(chorus_comm_t comm);
 chorus::Communicator& lookup(chorus_comm_t comm);  // throws UsageError
 
 void set_last_error(const std::string& message);
+void clear_last_error();
 const char* last_error();
 
 // Runs fn, mapping every exception to a result code and recording its message.

@@ -76,7 +76,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr
       keepalive_(std::move(keepalive)),
       config_(config),
       tag_(tag),
-      algo_override_(AlgoOverride::parse(config.algo)) {
+      algo_override_(AlgoOverride::parse(config.algo)),
+      default_timeout_(seconds(config.timeout_s)) {
   if (ranks_on_host <= 0) ranks_on_host = size();
   config_.spin_us = resolve_spin_us(config_.spin_us);
   cost_model_ = CostModel::defaults(ranks_on_host, online_cores());
@@ -92,7 +93,7 @@ Communicator::~Communicator() {
 }
 
 Deadline Communicator::default_deadline() const {
-  return Deadline::after(seconds(config_.timeout_s));
+  return Deadline::after_coarse(default_timeout_);
 }
 
 void Communicator::check_usable_locked() const {
@@ -103,43 +104,47 @@ void Communicator::check_usable_locked() const {
                   fmt::format("communicator was aborted earlier: {}", abort_reason_));
 }
 
-void Communicator::assign_seq_locked(Work& work) {
+void Communicator::assign_seq_locked(CallSignature& sig) {
   check_usable_locked();
-  work.sig_.seq = next_seq_++;
+  sig.seq = next_seq_++;
 }
 
-void Communicator::run_blocking(WorkPtr work, const Deadline& deadline) {
+template <typename Body>
+void Communicator::run_blocking(CallSignature sig, const Deadline& deadline, const Body& body) {
   std::unique_lock lock(mu_);
-  assign_seq_locked(*work);
-  const uint64_t seq = work->sig_.seq;
+  assign_seq_locked(sig);
   // Earlier asynchronous calls run first; each is bounded by its own deadline.
-  while (executed_seq_ + 1 != seq) {
+  while (executed_seq_ + 1 != sig.seq) {
     ++turn_waiters_;
     auto status = turn_cv_.wait_until(lock, deadline.time_point());
     --turn_waiters_;
-    if (status == std::cv_status::timeout && executed_seq_ + 1 != seq) {
+    if (status == std::cv_status::timeout && executed_seq_ + 1 != sig.seq) {
       // This call can never run in order now: the communicator is unusable.
       std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
-                                        rank(), describe(work->sig_));
-      // Hand it to the worker (queue kept in sequence order) so that the turn
-      // still advances past it; after the abort it fails at once.
-      auto pos = std::find_if(queue_.begin(), queue_.end(),
-                              [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
-      queue_.insert(pos, work);
+                                        rank(), describe(sig));
       lock.unlock();
       abort(message);
+      // A stand-in goes to the worker (queue kept in sequence order) so that
+      // the turn still advances past this call; aborted, it fails at once.
+      lock.lock();
+      const uint64_t seq = sig.seq;
+      auto pos = std::find_if(queue_.begin(), queue_.end(),
+                              [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
+      queue_.insert(pos, std::make_shared<Work>(sig, nullptr));
+      work_cv_.notify_one();
       throw IoError(CHORUS_ERR_TIMEOUT, message);
     }
   }
-  work->deadline_ = deadline;
   lock.unlock();
-  execute(*work);
-  work->completion().rethrow_if_failed();
+  std::exception_ptr error = execute(sig, deadline, body);
+  finish_turn(sig.seq);
+  if (error) std::rethrow_exception(error);
 }
 
-WorkPtr Communicator::run_async(WorkPtr work) {
+WorkPtr Communicator::run_async(CallSignature sig, Work::Body body) {
+  auto work = std::make_shared<Work>(sig, std::move(body));
   std::lock_guard lock(mu_);
-  assign_seq_locked(*work);
+  assign_seq_locked(work->sig_);
   queue_.push_back(work);
   work_cv_.notify_one();
   return work;
@@ -156,46 +161,55 @@ void Communicator::worker_loop() {
     WorkPtr work = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    execute(*work);
+    // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
+    std::exception_ptr error = execute(work->sig_, default_deadline(), work->body_);
+    work->body_ = nullptr;  // drop captured state now, not when the handle dies
+    if (error)
+      work->completion().fail(error);
+    else
+      work->completion().complete();
+    finish_turn(work->sig_.seq);
     lock.lock();
   }
 }
 
-// Runs one call (its turn has come), records the outcome, advances the turn.
-void Communicator::execute(Work& work) {
-  std::string earlier_abort;
+template <typename Body>
+std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadline& deadline,
+                                         const Body& body) {
   if (aborted_.load(std::memory_order_acquire)) {  // no lock on the common path
-    std::lock_guard lock(mu_);
-    earlier_abort = abort_reason_;
-  }
-  if (!earlier_abort.empty()) {
-    work.completion().fail(io_error(
-        CHORUS_ERR_ABORTED, fmt::format("communicator was aborted earlier: {}", earlier_abort)));
-  } else {
-    CollectiveContext ctx{*transport_,
-                          scratch_,
-                          tag_,
-                          work.sig_,
-                          work.deadline_ ? *work.deadline_ : default_deadline(),
-                          segment_bytes_for(work.sig_),
-                          Spin{config_.spin_us, cost_model_.oversubscribed},
-                          shm_.get()};
-    try {
-      work.body_(ctx);
-      work.completion().complete();
-    } catch (const Error& e) {
-      log().error("rank {}: {} failed: {}", rank(), describe(work.sig_), e.what());
-      abort(e.what());
-      work.completion().fail(std::current_exception());
-    } catch (const std::exception& e) {
-      std::string message = fmt::format("{} failed: {}", describe(work.sig_), e.what());
-      abort(message);
-      work.completion().fail(std::make_exception_ptr(InvariantError(message)));
+    std::string earlier_abort;
+    {
+      std::lock_guard lock(mu_);
+      earlier_abort = abort_reason_;
     }
+    return io_error(CHORUS_ERR_ABORTED,
+                    fmt::format("communicator was aborted earlier: {}", earlier_abort));
   }
+  CollectiveContext ctx{*transport_,
+                        scratch_,
+                        tag_,
+                        sig,
+                        deadline,
+                        segment_bytes_for(sig),
+                        Spin{config_.spin_us, cost_model_.oversubscribed},
+                        shm_.get()};
+  try {
+    body(ctx);
+    return nullptr;
+  } catch (const Error& e) {
+    log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
+    abort(e.what());
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    std::string message = fmt::format("{} failed: {}", describe(sig), e.what());
+    abort(message);
+    return std::make_exception_ptr(InvariantError(message));
+  }
+}
+
+void Communicator::finish_turn(uint64_t seq) {
   std::lock_guard lock(mu_);
-  executed_seq_ = work.sig_.seq;
-  work.body_ = nullptr;  // drop captured state now, not when the handle dies
+  executed_seq_ = seq;
   // Wake only who can use it: an idle worker or a blocking caller costs a
   // futex call and a context switch per collective.
   if (turn_waiters_ > 0) turn_cv_.notify_all();
@@ -248,7 +262,7 @@ void Communicator::destroy() {
 
 // Every rank derives the same choice from the same inputs; the algorithm is
 // part of the signature, so ranks configured differently fail as a mismatch.
-std::string Communicator::choose(CallSignature& sig, std::size_t bytes) {
+Algorithm Communicator::choose(CallSignature& sig, std::size_t bytes) {
   auto kind = static_cast<CollectiveKind>(sig.kind);
   AlgoChoice choice =
       choose_algorithm(kind, bytes, size(), algo_override_, cost_model_, shm_ != nullptr);
@@ -258,8 +272,9 @@ std::string Communicator::choose(CallSignature& sig, std::size_t bytes) {
   return choice.algo;
 }
 
-WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t count,
-                                     DataType dtype, ReduceOp op) {
+template <typename Run>
+decltype(auto) Communicator::allreduce_call(const void* send, void* recv, std::size_t count,
+                                            DataType dtype, ReduceOp op, Run&& run) {
   check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "allreduce", true);
   std::size_t bytes = checked_bytes(count, dtype, 1, "allreduce");
   check_buffer(send, bytes, "sendbuf", "allreduce");
@@ -267,33 +282,30 @@ WorkPtr Communicator::make_allreduce(const void* send, void* recv, std::size_t c
   if (send != recv && overlaps(send, bytes, recv, bytes))
     throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
   auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
-  // Captured as an enum, not the name: the body is built and run per call.
-  enum class Algo : uint8_t { shm, ring, recursive_doubling };
-  const std::string name = choose(sig, bytes);
-  const Algo algo = name == "shm"    ? Algo::shm
-                    : name == "ring" ? Algo::ring
-                                     : Algo::recursive_doubling;
-  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+  const Algorithm algo = choose(sig, bytes);
+  return run(sig, [=](CollectiveContext& ctx) {
     switch (algo) {
-      case Algo::shm:
+      case Algorithm::shm:
         return shm_allreduce(ctx, send, recv, count, dtype, op);
-      case Algo::ring:
-        return ring_allreduce(ctx, send, recv, count, dtype, op);
-      case Algo::recursive_doubling:
+      case Algorithm::recursive_doubling:
         return recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
+      default:
+        return ring_allreduce(ctx, send, recv, count, dtype, op);
     }
   });
 }
 
-WorkPtr Communicator::make_broadcast(void* buf, std::size_t count, DataType dtype, int root) {
+template <typename Run>
+decltype(auto) Communicator::broadcast_call(void* buf, std::size_t count, DataType dtype, int root,
+                                            Run&& run) {
   check_dtype_op(static_cast<int>(dtype), 0, "broadcast", false);
   std::size_t bytes = checked_bytes(count, dtype, 1, "broadcast");
   check_buffer(buf, bytes, "buf", "broadcast");
   if (root < 0 || root >= size())
     throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, size()));
   auto sig = signature(CollectiveKind::broadcast, count, dtype, ReduceOp::sum, root);
-  bool shm = choose(sig, bytes) == "shm";
-  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+  const bool shm = choose(sig, bytes) == Algorithm::shm;
+  return run(sig, [=](CollectiveContext& ctx) {
     if (shm)
       shm_broadcast(ctx, buf, count, dtype, root);
     else
@@ -301,8 +313,9 @@ WorkPtr Communicator::make_broadcast(void* buf, std::size_t count, DataType dtyp
   });
 }
 
-WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t sendcount,
-                                     DataType dtype) {
+template <typename Run>
+decltype(auto) Communicator::allgather_call(const void* send, void* recv, std::size_t sendcount,
+                                            DataType dtype, Run&& run) {
   check_dtype_op(static_cast<int>(dtype), 0, "allgather", false);
   std::size_t bytes = checked_bytes(sendcount, dtype, 1, "allgather");
   std::size_t total =
@@ -315,8 +328,8 @@ WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t s
         "allgather: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + "
         "rank * sendcount)");
   auto sig = signature(CollectiveKind::allgather, sendcount, dtype, ReduceOp::sum, -1);
-  bool shm = choose(sig, total) == "shm";
-  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+  const bool shm = choose(sig, total) == Algorithm::shm;
+  return run(sig, [=](CollectiveContext& ctx) {
     if (shm)
       shm_allgather(ctx, send, recv, sendcount, dtype);
     else
@@ -324,8 +337,10 @@ WorkPtr Communicator::make_allgather(const void* send, void* recv, std::size_t s
   });
 }
 
-WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::size_t recvcount,
-                                          DataType dtype, ReduceOp op) {
+template <typename Run>
+decltype(auto) Communicator::reduce_scatter_call(const void* send, void* recv,
+                                                 std::size_t recvcount, DataType dtype, ReduceOp op,
+                                                 Run&& run) {
   check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "reduce_scatter", true);
   std::size_t bytes = checked_bytes(recvcount, dtype, 1, "reduce_scatter");
   std::size_t total =
@@ -338,8 +353,8 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
         "reduce_scatter: recvbuf overlaps sendbuf (in place means recvbuf == "
         "sendbuf + rank * recvcount)");
   auto sig = signature(CollectiveKind::reduce_scatter, recvcount, dtype, op, -1);
-  bool shm = choose(sig, total) == "shm";
-  return std::make_shared<Work>(sig, [=](CollectiveContext& ctx) {
+  const bool shm = choose(sig, total) == Algorithm::shm;
+  return run(sig, [=](CollectiveContext& ctx) {
     if (shm)
       shm_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
     else
@@ -347,10 +362,11 @@ WorkPtr Communicator::make_reduce_scatter(const void* send, void* recv, std::siz
   });
 }
 
-WorkPtr Communicator::make_barrier() {
+template <typename Run>
+decltype(auto) Communicator::barrier_call(Run&& run) {
   auto sig = signature(CollectiveKind::barrier, 0, DataType::u8, ReduceOp::sum, -1);
-  bool shm = choose(sig, 0) == "shm";
-  return std::make_shared<Work>(sig, [shm](CollectiveContext& ctx) {
+  const bool shm = choose(sig, 0) == Algorithm::shm;
+  return run(sig, [shm](CollectiveContext& ctx) {
     if (shm)
       shm_barrier(ctx);
     else
@@ -358,43 +374,53 @@ WorkPtr Communicator::make_barrier() {
   });
 }
 
+auto Communicator::blocking(const Deadline& deadline) {
+  return [this, &deadline](const CallSignature& sig, const auto& body) {
+    run_blocking(sig, deadline, body);
+  };
+}
+
+auto Communicator::async() {
+  return [this](const CallSignature& sig, auto body) { return run_async(sig, std::move(body)); };
+}
+
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
                              ReduceOp op, const Deadline& deadline) {
-  run_blocking(make_allreduce(send, recv, count, dtype, op), deadline);
+  allreduce_call(send, recv, count, dtype, op, blocking(deadline));
 }
 void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root,
                              const Deadline& deadline) {
-  run_blocking(make_broadcast(buf, count, dtype, root), deadline);
+  broadcast_call(buf, count, dtype, root, blocking(deadline));
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype,
                              const Deadline& deadline) {
-  run_blocking(make_allgather(send, recv, sendcount, dtype), deadline);
+  allgather_call(send, recv, sendcount, dtype, blocking(deadline));
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                   DataType dtype, ReduceOp op, const Deadline& deadline) {
-  run_blocking(make_reduce_scatter(send, recv, recvcount, dtype, op), deadline);
+  reduce_scatter_call(send, recv, recvcount, dtype, op, blocking(deadline));
 }
 void Communicator::barrier(const Deadline& deadline) {
-  run_blocking(make_barrier(), deadline);
+  barrier_call(blocking(deadline));
 }
 
 WorkPtr Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype,
                                  ReduceOp op) {
-  return run_async(make_allreduce(send, recv, count, dtype, op));
+  return allreduce_call(send, recv, count, dtype, op, async());
 }
 WorkPtr Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
-  return run_async(make_broadcast(buf, count, dtype, root));
+  return broadcast_call(buf, count, dtype, root, async());
 }
 WorkPtr Communicator::iallgather(const void* send, void* recv, std::size_t sendcount,
                                  DataType dtype) {
-  return run_async(make_allgather(send, recv, sendcount, dtype));
+  return allgather_call(send, recv, sendcount, dtype, async());
 }
 WorkPtr Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                       DataType dtype, ReduceOp op) {
-  return run_async(make_reduce_scatter(send, recv, recvcount, dtype, op));
+  return reduce_scatter_call(send, recv, recvcount, dtype, op, async());
 }
 WorkPtr Communicator::ibarrier() {
-  return run_async(make_barrier());
+  return barrier_call(async());
 }
 
 }  // namespace chorus

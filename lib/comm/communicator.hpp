@@ -27,11 +27,11 @@
 
 namespace chorus {
 
-// A submitted collective. Done when its completion is.
+// A submitted asynchronous collective. Done when its completion is.
 class Work {
  public:
-  Work(CallSignature sig, std::function<void(CollectiveContext&)> body)
-      : sig_(sig), body_(std::move(body)) {}
+  using Body = std::function<void(CollectiveContext&)>;
+  Work(CallSignature sig, Body body) : sig_(sig), body_(std::move(body)) {}
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
   // Waits until done or the deadline; false on deadline. Rethrows the
@@ -41,8 +41,7 @@ class Work {
  private:
   friend class Communicator;
   CallSignature sig_;
-  std::function<void(CollectiveContext&)> body_;
-  std::optional<Deadline> deadline_;  // blocking calls carry the caller's
+  Body body_;
   Completion completion_;
 };
 using WorkPtr = std::shared_ptr<Work>;
@@ -92,25 +91,46 @@ class Communicator {
   // worker. Later calls fail with CHORUS_ERR_INVALID_USAGE.
   void destroy();
 
+  // CHORUS_TIMEOUT from now, on the coarse clock (up to Deadline::kCoarseSlack late).
   Deadline default_deadline() const;
 
  private:
-  // Call construction (validation happens before a sequence number is taken).
-  WorkPtr make_allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
-                         ReduceOp op);
-  WorkPtr make_broadcast(void* buf, std::size_t count, DataType dtype, int root);
-  WorkPtr make_allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype);
-  WorkPtr make_reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
-                              ReduceOp op);
-  WorkPtr make_barrier();
+  // Each collective's call: validates the arguments (before a sequence
+  // number is taken), chooses the algorithm, and hands the signature and a
+  // body (capturing the arguments by value) to `run`, returning what it does.
+  template <typename Run>
+  decltype(auto) allreduce_call(const void* send, void* recv, std::size_t count, DataType dtype,
+                                ReduceOp op, Run&& run);
+  template <typename Run>
+  decltype(auto) broadcast_call(void* buf, std::size_t count, DataType dtype, int root, Run&& run);
+  template <typename Run>
+  decltype(auto) allgather_call(const void* send, void* recv, std::size_t sendcount, DataType dtype,
+                                Run&& run);
+  template <typename Run>
+  decltype(auto) reduce_scatter_call(const void* send, void* recv, std::size_t recvcount,
+                                     DataType dtype, ReduceOp op, Run&& run);
+  template <typename Run>
+  decltype(auto) barrier_call(Run&& run);
 
-  void run_blocking(WorkPtr work, const Deadline& deadline);
-  WorkPtr run_async(WorkPtr work);
-  void assign_seq_locked(Work& work);
-  void execute(Work& work);
+  // What the *_call functions hand the call to: run_blocking with this
+  // deadline, or run_async.
+  auto blocking(const Deadline& deadline);
+  auto async();
+  // Blocking calls run the body on the caller's thread once their turn has
+  // come, with no Work object: nothing is allocated on the latency path.
+  template <typename Body>
+  void run_blocking(CallSignature sig, const Deadline& deadline, const Body& body);
+  WorkPtr run_async(CallSignature sig, Work::Body body);
+  void assign_seq_locked(CallSignature& sig);
+  // Runs one call whose turn has come; its error, or null. Aborts the
+  // communicator on failure.
+  template <typename Body>
+  std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline, const Body& body);
+  // Advances the turn past `seq` and wakes whoever can use it.
+  void finish_turn(uint64_t seq);
   std::size_t segment_bytes_for(const CallSignature& sig) const;
   // The algorithm for a call (logged with why at debug), recorded in sig.algo.
-  std::string choose(CallSignature& sig, std::size_t bytes);
+  Algorithm choose(CallSignature& sig, std::size_t bytes);
   void worker_loop();
   void check_usable_locked() const;
 
@@ -119,7 +139,8 @@ class Communicator {
   std::shared_ptr<void> keepalive_;
   Config config_;
   uint32_t tag_;
-  AlgoOverride algo_override_;  // parsed CHORUS_ALGO
+  AlgoOverride algo_override_;                // parsed CHORUS_ALGO
+  std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   CostModel cost_model_;
   ScratchPool scratch_;  // used only by the executing call (one at a time)
 
