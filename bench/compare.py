@@ -92,6 +92,13 @@ def fmt_bytes(n):
     return str(n)
 
 
+def fmt_us(t):
+    """Microseconds: two decimals below 10 us (latencies of a few tenths), else one."""
+    if t is None:
+        return "-"
+    return "%.2f" % t if t < 10 else "%.1f" % t
+
+
 def run_one(cmd, timeout, verbose, env=None):
     """Runs cmd in its own process group; returns (rows, summary, error)."""
     if verbose:
@@ -339,14 +346,13 @@ def main():
             def f(v, spec="%.3f"):
                 return "-" if v is None else spec % v
             cells = [fmt_bytes(s), f(c["busbw"])] + [f(x["busbw"]) for x in o] + \
-                [f(ratio, "%.2f"), f(c["time"], "%.1f"), f(best_t, "%.1f")]
+                [f(ratio, "%.2f"), fmt_us(c["time"]), fmt_us(best_t)]
             if show_limit:
                 cells.append(f(c["pct_limit"], "%.2f"))
             print(fmt % tuple(cells))
         smallest = sizes[0] if sizes else None
         if smallest is not None:
-            lat = ", ".join("%s %s us" % (k, "-" if med[k][smallest]["time"] is None else
-                                          "%.1f" % med[k][smallest]["time"]) for k in configs)
+            lat = ", ".join("%s %s us" % (k, fmt_us(med[k][smallest]["time"])) for k in configs)
             print("## %s-byte latency (median time per op): %s" % (fmt_bytes(smallest), lat))
         if ratios:
             geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
