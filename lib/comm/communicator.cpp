@@ -97,7 +97,7 @@ Deadline Communicator::default_deadline() const {
 }
 
 void Communicator::check_usable_locked() const {
-  if (destroyed_)
+  if (destroyed_.load())
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "communicator used after chorus_comm_destroy");
   if (!abort_reason_.empty())
     throw IoError(CHORUS_ERR_ABORTED,
@@ -106,39 +106,56 @@ void Communicator::check_usable_locked() const {
 
 void Communicator::assign_seq_locked(CallSignature& sig) {
   check_usable_locked();
-  sig.seq = next_seq_++;
+  sig.seq = next_seq_.fetch_add(1);
 }
 
 template <typename Body>
 void Communicator::run_blocking(CallSignature sig, const Deadline& deadline, const Body& body) {
-  std::unique_lock lock(mu_);
-  assign_seq_locked(sig);
-  // Earlier asynchronous calls run first; each is bounded by its own deadline.
-  while (executed_seq_ + 1 != sig.seq) {
-    ++turn_waiters_;
-    auto status = turn_cv_.wait_until(lock, deadline.time_point());
-    --turn_waiters_;
-    if (status == std::cv_status::timeout && executed_seq_ + 1 != sig.seq) {
-      // This call can never run in order now: the communicator is unusable.
-      std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
-                                        rank(), describe(sig));
-      lock.unlock();
-      abort(message);
-      // A stand-in goes to the worker (queue kept in sequence order) so that
-      // the turn still advances past this call; aborted, it fails at once.
-      lock.lock();
-      const uint64_t seq = sig.seq;
-      auto pos = std::find_if(queue_.begin(), queue_.end(),
-                              [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
-      queue_.insert(pos, std::make_shared<Work>(sig, nullptr));
-      work_cv_.notify_one();
-      throw IoError(CHORUS_ERR_TIMEOUT, message);
+  // Nothing outstanding: the next number is this call's, and so is the turn.
+  uint64_t done = executed_seq_.load();
+  uint64_t expected = done + 1;
+  if (!aborted_.load(std::memory_order_acquire) && !destroyed_.load() &&
+      next_seq_.compare_exchange_strong(expected, done + 2)) {
+    sig.seq = done + 1;
+    if (destroyed_.load()) {  // destroy() began meanwhile: give the turn back
+      finish_turn(sig.seq);
+      std::lock_guard lock(mu_);
+      check_usable_locked();
     }
+  } else {
+    wait_for_turn(sig, deadline);
   }
-  lock.unlock();
   std::exception_ptr error = execute(sig, deadline, body);
   finish_turn(sig.seq);
   if (error) std::rethrow_exception(error);
+}
+
+void Communicator::wait_for_turn(CallSignature& sig, const Deadline& deadline) {
+  std::unique_lock lock(mu_);
+  assign_seq_locked(sig);
+  // Earlier asynchronous calls run first; each is bounded by its own deadline.
+  ++turn_waiters_;
+  bool timed_out = false;
+  while (executed_seq_.load() + 1 != sig.seq && !timed_out)
+    timed_out = turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout &&
+                executed_seq_.load() + 1 != sig.seq;
+  --turn_waiters_;
+  if (!timed_out) return;
+  // This call can never run in order now: the communicator is unusable.
+  std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
+                                    rank(), describe(sig));
+  lock.unlock();
+  abort(message);
+  // A stand-in goes to the worker (queue kept in sequence order) so that the
+  // turn still advances past this call; aborted, it fails at once.
+  lock.lock();
+  const uint64_t seq = sig.seq;
+  auto pos = std::find_if(queue_.begin(), queue_.end(),
+                          [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
+  queue_.insert(pos, std::make_shared<Work>(sig, nullptr));
+  ++queued_;
+  work_cv_.notify_one();
+  throw IoError(CHORUS_ERR_TIMEOUT, message);
 }
 
 WorkPtr Communicator::run_async(CallSignature sig, Work::Body body) {
@@ -146,20 +163,23 @@ WorkPtr Communicator::run_async(CallSignature sig, Work::Body body) {
   std::lock_guard lock(mu_);
   assign_seq_locked(work->sig_);
   queue_.push_back(work);
+  ++queued_;
   work_cv_.notify_one();
   return work;
 }
 
 void Communicator::worker_loop() {
   std::unique_lock lock(mu_);
+  auto front_ready = [&] {
+    return !queue_.empty() && executed_seq_.load() + 1 == queue_.front()->sig_.seq;
+  };
   while (true) {
-    work_cv_.wait(lock, [&] {
-      return stop_worker_ || (!queue_.empty() && executed_seq_ + 1 == queue_.front()->sig_.seq);
-    });
+    work_cv_.wait(lock, [&] { return stop_worker_ || front_ready(); });
     if (stop_worker_ && queue_.empty()) return;
-    if (queue_.empty() || executed_seq_ + 1 != queue_.front()->sig_.seq) continue;
+    if (!front_ready()) continue;
     WorkPtr work = queue_.front();
     queue_.pop_front();
+    --queued_;
     lock.unlock();
     // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
     std::exception_ptr error = execute(work->sig_, default_deadline(), work->body_);
@@ -208,11 +228,12 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
 }
 
 void Communicator::finish_turn(uint64_t seq) {
-  std::lock_guard lock(mu_);
-  executed_seq_ = seq;
+  executed_seq_.store(seq);
   // Wake only who can use it: an idle worker or a blocking caller costs a
   // futex call and a context switch per collective.
-  if (turn_waiters_ > 0) turn_cv_.notify_all();
+  if (turn_waiters_.load() == 0 && queued_.load() == 0) return;
+  std::lock_guard lock(mu_);
+  if (turn_waiters_.load() > 0) turn_cv_.notify_all();
   if (!queue_.empty()) work_cv_.notify_one();
 }
 
@@ -236,21 +257,23 @@ void Communicator::abort(const std::string& reason) {
 
 void Communicator::destroy() {
   std::unique_lock lock(mu_);
-  if (destroyed_) return;
-  // Outstanding asynchronous work finishes first, each bounded by its deadline.
+  if (destroyed_.load()) return;
+  // Refuses new calls first: a blocking call that took its turn without mu_
+  // either sees this or is outstanding below.
+  destroyed_.store(true);
+  // Outstanding work finishes first, bounded by CHORUS_TIMEOUT.
   auto deadline = default_deadline();
-  while (executed_seq_ + 1 != next_seq_) {
-    ++turn_waiters_;
-    auto status = turn_cv_.wait_until(lock, deadline.time_point());
-    --turn_waiters_;
-    if (status == std::cv_status::timeout) {
+  ++turn_waiters_;
+  while (executed_seq_.load() + 1 != next_seq_.load()) {
+    if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout &&
+        executed_seq_.load() + 1 != next_seq_.load()) {
       lock.unlock();
       abort("destroyed while collectives were still outstanding");
       lock.lock();
       break;
     }
   }
-  destroyed_ = true;
+  --turn_waiters_;
   stop_worker_ = true;
   work_cv_.notify_all();
   lock.unlock();

@@ -122,6 +122,9 @@ class Communicator {
   void run_blocking(CallSignature sig, const Deadline& deadline, const Body& body);
   WorkPtr run_async(CallSignature sig, Work::Body body);
   void assign_seq_locked(CallSignature& sig);
+  // The slow way to a turn: under mu_, behind earlier asynchronous calls;
+  // aborts the communicator if the deadline passes first.
+  void wait_for_turn(CallSignature& sig, const Deadline& deadline);
   // Runs one call whose turn has come; its error, or null. Aborts the
   // communicator on failure.
   template <typename Body>
@@ -145,17 +148,27 @@ class Communicator {
   ScratchPool scratch_;  // used only by the executing call (one at a time)
 
   // Lock order: mu_ is never held while a collective runs.
+  //
+  // The turn: calls run in sequence order. A blocking call with nothing
+  // outstanding takes its number and its turn without mu_, by one
+  // compare-exchange of next_seq_ from executed_seq_ + 1. Whoever ends a turn
+  // stores executed_seq_ and then reads turn_waiters_ and queued_; whoever
+  // waits for a turn (a blocking caller, destroy, the worker) raises those
+  // under mu_ before it reads executed_seq_ (all seq_cst). So either the
+  // waiter sees the new turn or the finisher sees the waiter and notifies
+  // under mu_.
   std::mutex mu_;
-  std::condition_variable turn_cv_;   // executed_seq_ advanced (blocking callers, destroy)
-  std::condition_variable work_cv_;   // queue changed or stop (the worker)
-  int turn_waiters_ = 0;              // threads waiting on turn_cv_
-  uint64_t next_seq_ = 1;             // sequence number of the next call
-  uint64_t executed_seq_ = 0;         // last sequence number that finished
-  std::deque<WorkPtr> queue_;         // asynchronous work not yet started
-  std::string abort_reason_;          // non-empty once aborted
-  std::atomic<bool> aborted_{false};  // abort_reason_ is set (read without mu_)
-  bool destroyed_ = false;
-  bool stop_worker_ = false;
+  std::condition_variable turn_cv_;        // executed_seq_ advanced (blocking callers, destroy)
+  std::condition_variable work_cv_;        // queue changed or stop (the worker)
+  std::atomic<int> turn_waiters_{0};       // threads waiting on turn_cv_ (raised under mu_)
+  std::atomic<uint64_t> next_seq_{1};      // sequence number of the next call
+  std::atomic<uint64_t> executed_seq_{0};  // last sequence number that finished
+  std::deque<WorkPtr> queue_;              // asynchronous work not yet started (mu_)
+  std::atomic<std::size_t> queued_{0};     // queue_.size() (raised under mu_)
+  std::string abort_reason_;               // non-empty once aborted (mu_)
+  std::atomic<bool> aborted_{false};       // abort_reason_ is set
+  std::atomic<bool> destroyed_{false};     // destroy() began (set under mu_)
+  bool stop_worker_ = false;               // (mu_)
   std::thread worker_;
 };
 
