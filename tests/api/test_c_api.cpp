@@ -114,6 +114,61 @@ TEST_CASE("c api: non-blocking collectives run in order; wait and test") {
   CHECK(all_zero(results));
 }
 
+TEST_CASE("c api: blocking calls behind outstanding non-blocking ones keep the order") {
+  // Alternates blocking calls with nothing outstanding (their turn taken at
+  // once) and blocking calls queued behind a non-blocking one (their turn
+  // waited for); every call's values differ, so any reordering shows.
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    for (int i = 0; i < 300; ++i) {
+      const std::size_t n = i % 5 == 0 ? 100000 : 3;
+      std::vector<int32_t> a(n, rank + i);
+      chorus_request_t req = nullptr;
+      const bool queued = i % 3 != 0;
+      if (queued && chorus_iallreduce(comm, a.data(), a.data(), n, CHORUS_INT32, CHORUS_SUM, &req))
+        return 1;
+      int32_t x = rank * 10 + i;
+      if (chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 0) || x != 10 + 2 * i)
+        return 2;
+      if (queued) {
+        if (chorus_wait(&req, 20000) != CHORUS_SUCCESS) return 3;
+        if (a[0] != 1 + 2 * i || a[n - 1] != 1 + 2 * i) return 4;
+      }
+    }
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: a blocking call stuck behind a non-blocking one times out and aborts") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    int32_t x = 1;
+    if (rank == 1) {
+      // Absent while rank 0 gives up. Its first call may still complete
+      // (rank 0's input was posted before the abort); the next must fail,
+      // promptly.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      auto start = std::chrono::steady_clock::now();
+      bool failed = false;
+      for (int i = 0; i < 2 && !failed; ++i)
+        failed =
+            chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 20000) != CHORUS_SUCCESS;
+      return failed && std::chrono::steady_clock::now() - start < std::chrono::seconds(10) ? 0 : 10;
+    }
+    chorus_request_t req = nullptr;
+    if (chorus_iallreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &req)) return 1;
+    int32_t y = 2;
+    if (chorus_allreduce(comm, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, 50) != CHORUS_ERR_TIMEOUT)
+      return 2;
+    if (std::strstr(chorus_comm_last_error(comm), "earlier calls") == nullptr) return 3;
+    // The outstanding call ends with the abort, and later calls are refused.
+    if (chorus_wait(&req, 20000) == CHORUS_SUCCESS) return 4;
+    if (chorus_barrier(comm, 1000) != CHORUS_ERR_ABORTED) return 5;
+    return 0;
+  });
+  CHECK(results[0] == 0);
+  CHECK(results[1] == 0);
+}
+
 TEST_CASE("c api: a wait that times out leaves the request valid") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
     int32_t x = 1;
