@@ -7,6 +7,7 @@ packages=(
   catch2                                          # tests (Catch2 v2)
   libspdlog-dev libfmt-dev                        # logging
   libcli11-dev nlohmann-json3-dev                 # CLI parsing, TF_CONFIG JSON
+  libxxhash-dev                                   # call signature digests
   libhwloc-dev libucx-dev                         # topology, UCX transport
   openmpi-bin libopenmpi-dev                      # benchmark comparison only
   iproute2 procps psmisc python3                  # test helpers (netns, pgrep, killall)

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cstring>
+
 #include "lib/core/dtype.hpp"
 
 namespace chorus {
@@ -22,6 +27,19 @@ std::string_view collective_name(CollectiveKind kind) {
       break;
   }
   return "internal";
+}
+
+uint64_t signature_digest(const CallSignature& sig) {
+  // The fields operator== compares, and nothing else.
+  CallSignature compared;
+  compared.seq = sig.seq;
+  compared.count = sig.count;
+  compared.root = sig.root;
+  compared.kind = sig.kind;
+  compared.dtype = sig.dtype;
+  compared.op = sig.op;
+  compared.algo = sig.algo;
+  return XXH3_64bits(&compared, sizeof compared);
 }
 
 std::string describe(const CallSignature& sig) {

@@ -40,6 +40,10 @@ struct CallSignature {
 static_assert(sizeof(CallSignature) == 32);
 
 std::string_view collective_name(CollectiveKind kind);
+// 64 bits that differ for signatures that differ (XXH3; equal signatures have
+// equal digests, different ones collide with probability about 2^-64): what
+// a shared-memory mail header carries instead of the whole signature.
+uint64_t signature_digest(const CallSignature& sig);
 // "allreduce #12 (count 1000, float32, sum)"
 std::string describe(const CallSignature& sig);
 

@@ -26,7 +26,7 @@ spdlog::logger& log() {
 }
 
 constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr std::size_t kAlign = 64;
 // How often a sleeping waiter wakes to ask the control channel about peers.
 constexpr auto kHealthSlice = std::chrono::milliseconds(10);
@@ -256,14 +256,18 @@ void Domain::announce(const CallSignature& call) {
   a.seq.store(call.seq, std::memory_order_release);
 }
 
-void Domain::check_announcement_of(int rank, const CallSignature& call) const {
+bool Domain::read_announcement(int rank, CallSignature& out) const {
   const Announcement& a = control(rank).announcement;
-  if (a.seq.load(std::memory_order_acquire) != call.seq) return;
-  CallSignature theirs;
-  std::memcpy(&theirs, static_cast<const void*>(&a.sig), sizeof theirs);
+  const uint64_t seq = a.seq.load(std::memory_order_acquire);
+  if (seq == 0) return false;
+  std::memcpy(&out, static_cast<const void*>(&a.sig), sizeof out);
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (a.seq.load(std::memory_order_relaxed) != call.seq) return;  // rewritten meanwhile
-  if (theirs == call) return;
+  return a.seq.load(std::memory_order_relaxed) == seq;  // else rewritten meanwhile
+}
+
+void Domain::check_announcement_of(int rank, const CallSignature& call) const {
+  CallSignature theirs;
+  if (!read_announcement(rank, theirs) || theirs.seq != call.seq || theirs == call) return;
   throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(rank, theirs, 0, rank_, call, 0));
 }
 
@@ -369,7 +373,7 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
 
 void Domain::post_mail(uint64_t call, const CallSignature& sig) {
   MailHeader& m = mail(rank_, call);
-  std::memcpy(static_cast<void*>(&m.sig), &sig, sizeof sig);
+  m.digest = signature_digest(sig);
   m.posted.store(call + 1, std::memory_order_seq_cst);
   // Pairs with the sleeper's count + re-check (both seq_cst). The count's
   // line is written only by sleepers, so while nobody sleeps this read hits
@@ -378,6 +382,7 @@ void Domain::post_mail(uint64_t call, const CallSignature& sig) {
 }
 
 void Domain::wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec) {
+  const uint64_t digest = signature_digest(sig);
   for (int r = 0; r < layout_.ranks; ++r) {
     if (r == rank_) continue;
     const MailHeader& m = mail(r, call);
@@ -392,10 +397,15 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& 
     const uint64_t posted = m.posted.load(std::memory_order_acquire);
     CHORUS_CHECK(posted == call + 1, "rank {} posted small call {} while rank {} waits for {}", r,
                  posted - 1, rank_, call);
+    if (m.digest == digest) continue;
+    // Its announcement (written before it posted, and kept while it fails
+    // on this same mismatch) names its call.
     CallSignature theirs;
-    std::memcpy(&theirs, static_cast<const void*>(&m.sig), sizeof theirs);
-    if (!(theirs == sig))
+    if (read_announcement(r, theirs) && !(theirs == sig))
       throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(r, theirs, 0, rank_, sig, 0));
+    throw IoError(CHORUS_ERR_MISMATCH,
+                  fmt::format("rank {} posted another call than rank {}'s {} (small call {})", r,
+                              rank_, describe(sig), call));
   }
 }
 

@@ -15,11 +15,12 @@
 //   ranks issue the same calls, so "every rank's counter >= v" is a phase
 //   barrier.
 // - Small[r][2]: the latency path's mail, used alternately (parity of the
-//   mail-call number): a header (the call number and signature) and right
-//   behind it, in the same cache line, the first bytes of rank r's input.
-//   One line read from a peer gives its arrival, the mismatch check and, up
-//   to kMailInlineBytes, its whole input: one cache-line transfer per peer
-//   and call for 8-byte allreduces, where a separate header line took two.
+//   mail-call number): a header (the call number and the signature's
+//   digest) and right behind it, in the same cache line, the first bytes of
+//   rank r's input. One line read from a peer gives its arrival, the
+//   mismatch check and, up to kMailInlineBytes, its whole input: one
+//   cache-line transfer per peer and call for allreduces up to 48 bytes.
+//   On a digest mismatch the peer's announcement names its call.
 //   Rank r may overwrite Small[r][c % 2] at call c because finishing call c-1
 //   needed every rank's header of c-1, which each rank posts only after it
 //   finished reading for c-2.
@@ -63,7 +64,7 @@ struct Layout {
 };
 
 // Input bytes that share the mail header's cache line.
-inline constexpr std::size_t kMailHeaderBytes = 40;
+inline constexpr std::size_t kMailHeaderBytes = 16;
 inline constexpr std::size_t kMailInlineBytes = 64 - kMailHeaderBytes;
 
 enum class Counter : int {
@@ -154,8 +155,8 @@ class Domain {
   };
   // At the head of Small[r][p], 64-byte aligned; the input follows it.
   struct MailHeader {
-    std::atomic<uint64_t> posted;  // mail call + 1 once its data and sig are in place
-    CallSignature sig;
+    std::atomic<uint64_t> posted;  // mail call + 1 once its data and digest are in place
+    uint64_t digest;               // signature_digest of the call
   };
   struct Control {
     SharedCounter counters[kCounterCount];
@@ -164,6 +165,8 @@ class Domain {
   MailHeader& mail(int rank, uint64_t mail_call) const;
   Control& control(int rank) const;
   void check_announcement_of(int rank, const CallSignature& call) const;
+  // Rank's announced call; false while it is being rewritten.
+  bool read_announcement(int rank, CallSignature& out) const;
   Domain(const Options& options, Segment segment);
   SharedCounter& counter(int rank, Counter counter) const;
   SharedCounter& total(Counter counter) const;  // sum over ranks (see publish)
