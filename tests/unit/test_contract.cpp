@@ -1,5 +1,5 @@
 // Call signatures: the digest that shared-memory mail headers carry tells
-// every compared field apart, and ignores the reserved bytes == ignores.
+// every compared field apart and ignores the reserved bytes, as operator== does.
 #include <catch2/catch.hpp>
 
 #include <functional>
