@@ -66,8 +66,9 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   domain.announce(ctx.sig);
   const uint64_t call = domain.take_mail_call();
   std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);
-  domain.post_mail(call, ctx.sig);
-  domain.wait_mail(call, ctx.sig, spec);
+  const uint64_t digest = signature_digest(ctx.sig);
+  domain.post_mail(call, digest);
+  domain.wait_mail(call, ctx.sig, digest, spec);
   // No allocation on the latency path for up to kStackInputs ranks.
   constexpr int kStackInputs = 16;
   std::array<const std::byte*, kStackInputs> on_stack;

@@ -13,7 +13,7 @@ shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   spec.deadline = ctx.deadline;
   spec.spin.us = ctx.shm && ctx.shm->spin_us() >= 0 ? ctx.shm->spin_us() : ctx.spin.us;
   spec.spin.yield_each = ctx.shm && ctx.shm->oversubscribed();
-  spec.check_peers = [&transport = ctx.transport] { transport.check_failed(); };
+  spec.control = &ctx.transport;
   spec.call = &ctx.sig;
   return spec;
 }

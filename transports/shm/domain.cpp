@@ -333,7 +333,7 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
     }
   }
   while (true) {
-    if (spec.check_peers) spec.check_peers();
+    if (spec.control) spec.control->check_failed();
     if (spec.call) check_announcements(*spec.call);
     if (spec.deadline.expired()) timed_out();
     const Watch w = watch();
@@ -371,9 +371,9 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
 
 // --- the latency path's mail ------------------------------------------------
 
-void Domain::post_mail(uint64_t call, const CallSignature& sig) {
+void Domain::post_mail(uint64_t call, uint64_t digest) {
   MailHeader& m = mail(rank_, call);
-  m.digest = signature_digest(sig);
+  m.digest = digest;
   m.posted.store(call + 1, std::memory_order_seq_cst);
   // Pairs with the sleeper's count + re-check (both seq_cst). The count's
   // line is written only by sleepers, so while nobody sleeps this read hits
@@ -381,8 +381,8 @@ void Domain::post_mail(uint64_t call, const CallSignature& sig) {
   if (mail_sleepers().sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_shared(&m.posted);
 }
 
-void Domain::wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec) {
-  const uint64_t digest = signature_digest(sig);
+void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
+                       const WaitSpec& spec) {
   for (int r = 0; r < layout_.ranks; ++r) {
     if (r == rank_) continue;
     const MailHeader& m = mail(r, call);

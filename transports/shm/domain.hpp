@@ -37,7 +37,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +46,10 @@
 #include "lib/core/contract.hpp"
 #include "lib/core/deadline.hpp"
 #include "transports/shm/segment.hpp"
+
+namespace chorus {
+class Transport;  // transports/transport.hpp (the control channel)
+}
 
 namespace chorus::shm {
 
@@ -76,11 +79,12 @@ enum class Counter : int {
 inline constexpr int kCounterCount = 4;
 
 // What a wait needs besides the counters: when to give up, how long to spin,
-// and how to learn that a peer failed (throws IoError if one did).
+// and whom to ask whether a peer failed (its check_failed() throws IoError if
+// one did). Built per call: nothing in it allocates or type-erases.
 struct WaitSpec {
   Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));
-  Spin spin;  // yield_each when ranks outnumber cores
-  std::function<void()> check_peers;
+  Spin spin;                            // yield_each when ranks outnumber cores
+  Transport* control = nullptr;         // the control channel, asked on health slices
   const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
 };
 
@@ -134,8 +138,9 @@ class Domain {
   // makes it visible with the call's signature; wait_mail returns once every
   // rank has posted `call` (acquire), and throws CHORUS_ERR_MISMATCH naming
   // both ranks if one posted another signature.
-  void post_mail(uint64_t call, const CallSignature& sig);
-  void wait_mail(uint64_t call, const CallSignature& sig, const WaitSpec& spec);
+  // `digest` is signature_digest(sig), computed once per call.
+  void post_mail(uint64_t call, uint64_t digest);
+  void wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest, const WaitSpec& spec);
 
   // Numbering shared by all ranks (all issue the same calls): the first
   // round / small call (barrier) / mail call a new call uses. Advances by
