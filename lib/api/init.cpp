@@ -130,11 +130,11 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   if (plan.shm_collectives) {
     shm::Domain::Options o;
     o.rank = info.rank;
-    o.layout = shm_layout(config, info.world_size, online_cores());
+    o.layout = shm_layout(config, info.world_size, hosts.cpus_on_my_host());
     // Spinning (by yielding when ranks outnumber cores, which lets the awaited
     // rank run) beats a futex wake-up on every shared-memory wait.
     o.spin_us = resolve_spin_us(config.spin_us);
-    o.oversubscribed = hosts.ranks_on_my_host() > online_cores();
+    o.oversubscribed = hosts.ranks_on_my_host() > hosts.cpus_on_my_host();
     o.name_prefix = shm::segment_name_prefix(info.job_token);
     o.key_prefix = comm_prefix;
     o.deadline = deadline;
@@ -145,14 +145,16 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
                     "(see the warning above)");
   }
   logger("comm").info(
-      "rank {} of {} ready ({} via {}; {} of them on this host; collectives "
+      "rank {} of {} ready ({} via {}; {} of them on this host, on {} CPUs; collectives "
       "through {}, point-to-point over {})",
       info.rank, info.world_size, info.store_addr, info.source, hosts.ranks_on_my_host(),
-      domain ? "shared memory" : "point-to-point algorithms", transport->name());
+      hosts.cpus_on_my_host(), domain ? "shared memory" : "point-to-point algorithms",
+      transport->name());
 
   auto handle = std::make_unique<chorus_comm>();
-  handle->comm = std::make_unique<Communicator>(std::move(transport), store, config,
-                                                hosts.ranks_on_my_host(), 1, std::move(domain));
+  handle->comm =
+      std::make_unique<Communicator>(std::move(transport), store, config, hosts.ranks_on_my_host(),
+                                     hosts.cpus_on_my_host(), 1, std::move(domain));
   chorus_comm_t raw = handle.release();
   register_comm(raw);
   return raw;

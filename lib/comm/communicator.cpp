@@ -69,7 +69,7 @@ bool Work::wait(const Deadline& deadline, int spin_us) {
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-                           const Config& config, int ranks_on_host, uint32_t tag,
+                           const Config& config, int ranks_on_host, int cpus_on_host, uint32_t tag,
                            std::unique_ptr<shm::Domain> shm)
     : transport_(std::move(transport)),
       shm_(std::move(shm)),
@@ -80,7 +80,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr
       default_timeout_(seconds(config.timeout_s)) {
   if (ranks_on_host <= 0) ranks_on_host = size();
   config_.spin_us = resolve_spin_us(config_.spin_us);
-  cost_model_ = CostModel::defaults(ranks_on_host, online_cores());
+  if (cpus_on_host <= 0) cpus_on_host = online_cores();
+  cost_model_ = CostModel::defaults(ranks_on_host, cpus_on_host);
   worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -50,12 +50,13 @@ class Communicator {
  public:
   // `keepalive` owns whatever must outlive the transport (the store, a store
   // server hosted by this rank).
-  // ranks_on_host: how many ranks of the job share this machine (it sets the
-  // spinning policy and the cost model); 0 means all of them.
+  // ranks_on_host: how many ranks of the job share this machine, cpus_on_host:
+  // how many CPUs they may use between them (together they set the spinning
+  // policy and the cost model); 0 means all ranks / online_cores().
   // shm: the shared-memory domain of the communicator's ranks, when they all
   // share a host and shared memory is allowed (then collectives use it).
   Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-               const Config& config, int ranks_on_host = 0, uint32_t tag = 1,
+               const Config& config, int ranks_on_host = 0, int cpus_on_host = 0, uint32_t tag = 1,
                std::unique_ptr<shm::Domain> shm = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
