@@ -91,8 +91,21 @@ case $case_name in
     rc=$?
     [ $rc -eq 0 ] || fail "exit status $rc"
     [ "$(grep -c ': 0 wrong' "$out")" -eq 4 ] || fail "not every rank reported 0 wrong"
-    [ "$(grep -c '2 of them on this host; collectives through point-to-point algorithms' "$err")" -eq 4 ] ||
+    [ "$(grep -cE '2 of them on this host, on [0-9]+ CPUs; collectives through point-to-point algorithms' "$err")" -eq 4 ] ||
       fail "ranks on two hosts did not all leave shared memory out"
+    ;;
+  bound)
+    # Ranks bound one per CPU fit the host: the CPUs counted are the union of
+    # their affinities, not each one's single CPU (which made every bound rank
+    # think it outnumbered the cores and yield at every spin).
+    cpus=$(( $(nproc) < 2 ? $(nproc) : 2 ))
+    CHORUS_LOG_LEVEL=info timeout 120 "$chorusrun" -np 2 --bind-to core --tag-output "$example" 100003 \
+      >"$out" 2>"$err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    [ "$(grep -c ': 0 wrong' "$out")" -eq 2 ] || fail "not every rank reported 0 wrong"
+    [ "$(grep -c "2 of them on this host, on $cpus CPUs" "$err")" -eq 2 ] ||
+      fail "bound ranks did not count the $cpus CPUs they share"
     ;;
   mismatch)
     timeout 60 "$chorusrun" -np 3 "$e2e" mismatch 1 >"$out" 2>"$err"
