@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
                  "Export VAR (its value here) or set VAR=VALUE in every rank; repeatable")
       ->allow_extra_args(false);
   app.add_option("--bind-to", options.bind_to,
-                 "core: pin rank r to the r-th usable CPU; auto: core when there are at least "
-                 "as many CPUs as ranks; none (default)")
+                 "core: pin rank r to the r-th usable CPU; auto (default): core when the job "
+                 "has 2 ranks or more and at least as many CPUs as ranks; none: no binding")
       ->check(CLI::IsMember({"auto", "core", "none"}));
   app.add_flag("--tf-config", options.tf_config,
                "Also set TF_CONFIG (cluster.worker = one entry per rank, task.index = rank)");

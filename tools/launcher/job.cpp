@@ -240,7 +240,7 @@ bool Job::binding_for(int rank, cpu_set_t* set) const {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   if (cpus.empty()) return false;
-  if (o_.bind_to == "auto" && o_.np > static_cast<int>(cpus.size())) return false;
+  if (o_.bind_to == "auto" && (o_.np < 2 || o_.np > static_cast<int>(cpus.size()))) return false;
   CPU_ZERO(set);
   CPU_SET(cpus[static_cast<std::size_t>(rank) % cpus.size()], set);
   return true;

@@ -15,10 +15,13 @@ struct JobOptions {
   double grace_s = 2.0;  // SIGTERM to SIGKILL
   bool tf_config = false;
   // "core": rank r runs on the r-th CPU chorusrun may use (mod their number);
-  // "none": no binding; "auto": core when every rank gets a CPU of its own.
-  // Default none: pinning steadies small-message latency, but keeps a rank's
-  // progress thread off the idle core and costs up to 40 % at 2-8 MiB here.
-  std::string bind_to = "none";
+  // "none": no binding; "auto" (default): core when the job has two ranks or
+  // more and every rank gets a CPU of its own, as Open MPI binds small jobs.
+  // Measured on 2 CPUs (docs/benchmarks.md): 2-rank latency steady at its
+  // best (no job landing in a slow placement), bandwidth unchanged. A job of
+  // one rank has no peer to gain from it and would pile onto the first CPU
+  // with every other such job; oversubscribed jobs stay unbound.
+  std::string bind_to = "auto";
   std::vector<std::string> exports;  // "VAR" (pass chorusrun's value) or "VAR=VALUE"
   std::vector<std::string> command;  // program and arguments
 };
