@@ -75,6 +75,7 @@ struct Options {
   int root = 0;
   bool json = false;
   int inplace = 0;
+  int blocking = 1;  // 0: chorus_i*() then chorus_wait(), as frameworks that overlap do
   int64_t timeout_ms = 0;
   std::string sync = "barrier";
   bool no_limit = false;
@@ -158,17 +159,36 @@ chorus_result_t run_op(const Ctx& c, const Shape& s) {
   void* recv;
   buffers(c, s, &send, &recv);
   const chorus_dtype_t dt = c.dt->dtype;
+  if (c.opt.blocking) {
+    switch (c.coll) {
+      case Coll::allreduce:
+        return chorus_allreduce(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+      case Coll::allgather:
+        return chorus_allgather(c.comm, send, recv, s.count, dt, c.opt.timeout_ms);
+      case Coll::broadcast:
+        return chorus_broadcast(c.comm, recv, s.count, dt, c.opt.root, c.opt.timeout_ms);
+      case Coll::reduce_scatter:
+        return chorus_reduce_scatter(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+    }
+    return CHORUS_ERR_INTERNAL;
+  }
+  chorus_request_t request = nullptr;
+  chorus_result_t rc = CHORUS_ERR_INTERNAL;
   switch (c.coll) {
     case Coll::allreduce:
-      return chorus_allreduce(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+      rc = chorus_iallreduce(c.comm, send, recv, s.count, dt, c.op, &request);
+      break;
     case Coll::allgather:
-      return chorus_allgather(c.comm, send, recv, s.count, dt, c.opt.timeout_ms);
+      rc = chorus_iallgather(c.comm, send, recv, s.count, dt, &request);
+      break;
     case Coll::broadcast:
-      return chorus_broadcast(c.comm, recv, s.count, dt, c.opt.root, c.opt.timeout_ms);
+      rc = chorus_ibroadcast(c.comm, recv, s.count, dt, c.opt.root, &request);
+      break;
     case Coll::reduce_scatter:
-      return chorus_reduce_scatter(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
+      rc = chorus_ireduce_scatter(c.comm, send, recv, s.count, dt, c.op, &request);
+      break;
   }
-  return CHORUS_ERR_INTERNAL;
+  return rc == CHORUS_SUCCESS ? chorus_wait(&request, c.opt.timeout_ms) : rc;
 }
 
 // Fills the inputs of one checked op with fresh data and the outputs with the
@@ -286,6 +306,9 @@ int main(int argc, char** argv) {
   app.add_option("-r,--root", o.root, "Root of broadcast");
   app.add_flag("-J,--json", o.json, "Print one JSON object per line instead of the table");
   app.add_option("-i,--inplace", o.inplace, "In-place operation (0|1)")->check(CLI::Range(0, 1));
+  app.add_option("-z,--blocking", o.blocking,
+                 "1: blocking calls; 0: non-blocking call then chorus_wait (as nccl-tests' -z)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--sync", o.sync,
                  "How ranks line up before warm-up and timing: barrier (chorus_barrier) or "
                  "allreduce (a one-element allreduce, for libraries whose barrier is suspect)")
@@ -414,8 +437,8 @@ int main(int argc, char** argv) {
                 " bytes per size) check: %d\n",
                 coll_name(c.coll), c.nranks, o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters,
                 o.iter_bytes, o.check);
-    std::printf("# dtype %s, op %s, algo %s, transport %s, inplace %d%s\n", c.dt->name, c.op_name,
-                algo_col, transport ? transport : "auto", o.inplace,
+    std::printf("# dtype %s, op %s, algo %s, transport %s, inplace %d, blocking %d%s\n", c.dt->name,
+                c.op_name, algo_col, transport ? transport : "auto", o.inplace, o.blocking,
                 c.coll == Coll::broadcast ? (", root " + std::to_string(o.root)).c_str() : "");
     std::printf("# libchorus version %d\n", chorus_version());
     if (o.no_limit)
@@ -477,12 +500,14 @@ int main(int argc, char** argv) {
     if (o.json) {
       std::printf("{\"collective\": \"%s\", \"nranks\": %d, \"size\": %" PRIu64
                   ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"%s\", "
-                  "\"root\": %d, \"inplace\": %d, \"warmup\": %d, \"iters\": %d, \"time_us\": "
+                  "\"root\": %d, \"inplace\": %d, \"blocking\": %d, \"warmup\": %d, \"iters\": %d, "
+                  "\"time_us\": "
                   "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
                   "\"limit_gbps\": %s, \"pct_limit\": %s}\n",
                   coll_name(c.coll), c.nranks, s.bytes, s.elements, c.dt->name, c.op_name, algo_col,
-                  c.coll == Coll::broadcast ? o.root : -1, o.inplace, warmup, iters, avg_us, algbw,
-                  busbw, o.check ? std::to_string(wrong).c_str() : "null", limit_json, pct_json);
+                  c.coll == Coll::broadcast ? o.root : -1, o.inplace, o.blocking, warmup, iters,
+                  avg_us, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "null",
+                  limit_json, pct_json);
     } else {
       std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s  %7s  %7s\n",
                   s.bytes, s.elements, c.dt->name, c.op_name, algo_col, avg_us, algbw, busbw,

@@ -282,6 +282,11 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
     if (timeout_ms < 0) throw UsageError("timeout_ms is negative (0 means CHORUS_TIMEOUT)");
     Deadline deadline =
         timeout_ms == 0 ? lookup(r.owner).default_deadline() : Deadline::after_ms(timeout_ms);
+    // Waiting up to CHORUS_TIMEOUT, the thread runs the call itself if it has
+    // not started yet (the call's own deadline is then the same). A shorter
+    // wait leaves it to the worker, so that it returns on time and the
+    // request stays valid.
+    if (timeout_ms == 0 && !r.work->completion().done()) lookup(r.owner).run_queued_until(*r.work);
     if (!r.work->completion().wait(deadline, r.spin_us))
       throw chorus::IoError(CHORUS_ERR_TIMEOUT,
                             fmt::format("chorus_wait: {} not finished after {} ms",

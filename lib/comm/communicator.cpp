@@ -171,25 +171,46 @@ WorkPtr Communicator::run_async(CallSignature sig, Work::Body body) {
 
 void Communicator::worker_loop() {
   std::unique_lock lock(mu_);
-  auto front_ready = [&] {
-    return !queue_.empty() && executed_seq_.load() + 1 == queue_.front()->sig_.seq;
-  };
   while (true) {
-    work_cv_.wait(lock, [&] { return stop_worker_ || front_ready(); });
+    work_cv_.wait(lock, [&] { return stop_worker_ || front_ready_locked(); });
     if (stop_worker_ && queue_.empty()) return;
-    if (!front_ready()) continue;
-    WorkPtr work = queue_.front();
-    queue_.pop_front();
-    --queued_;
+    if (!front_ready_locked()) continue;
+    WorkPtr work = pop_front_locked();
     lock.unlock();
-    // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
-    std::exception_ptr error = execute(work->sig_, default_deadline(), work->body_);
-    work->body_ = nullptr;  // drop captured state now, not when the handle dies
-    if (error)
-      work->completion().fail(error);
-    else
-      work->completion().complete();
-    finish_turn(work->sig_.seq);
+    run_queued(*work);
+    lock.lock();
+  }
+}
+
+bool Communicator::front_ready_locked() const {
+  return !queue_.empty() && executed_seq_.load() + 1 == queue_.front()->sig_.seq;
+}
+
+WorkPtr Communicator::pop_front_locked() {
+  WorkPtr work = queue_.front();
+  queue_.pop_front();
+  --queued_;
+  return work;
+}
+
+void Communicator::run_queued(Work& work) {
+  // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
+  std::exception_ptr error = execute(work.sig_, default_deadline(), work.body_);
+  work.body_ = nullptr;  // drop captured state now, not when the handle dies
+  if (error)
+    work.completion().fail(error);
+  else
+    work.completion().complete();
+  finish_turn(work.sig_.seq);
+}
+
+void Communicator::run_queued_until(const Work& work) {
+  std::unique_lock lock(mu_);
+  while (!work.completion().done() && front_ready_locked()) {
+    WorkPtr next = pop_front_locked();
+    lock.unlock();
+    run_queued(*next);
+    if (next.get() == &work) return;
     lock.lock();
   }
 }

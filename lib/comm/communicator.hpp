@@ -34,6 +34,7 @@ class Work {
   Work(CallSignature sig, Body body) : sig_(sig), body_(std::move(body)) {}
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
+  const Completion& completion() const { return completion_; }
   // Waits until done or the deadline; false on deadline. Rethrows the
   // operation's error once done.
   bool wait(const Deadline& deadline, int spin_us);
@@ -86,6 +87,12 @@ class Communicator {
                           ReduceOp op);
   WorkPtr ibarrier();
 
+  // For a thread about to wait for `work` (chorus_wait): while the call at
+  // the head of the queue has its turn, this thread runs it instead of leaving
+  // it to the worker, up to `work` itself. Most programs wait soon after they
+  // start a call; then no thread hand-off (a wake-up and a core) is needed.
+  void run_queued_until(const Work& work);
+
   // Fails outstanding and later work here and at the peers.
   void abort(const std::string& reason);
   // Waits for outstanding work (bounded), says goodbye to the peers, stops the
@@ -136,6 +143,11 @@ class Communicator {
   // The algorithm for a call (logged with why at debug), recorded in sig.algo.
   Algorithm choose(CallSignature& sig, std::size_t bytes);
   void worker_loop();
+  // The queue's head has its turn (mu_ held).
+  bool front_ready_locked() const;
+  WorkPtr pop_front_locked();
+  // Runs a dequeued asynchronous call: completes or fails it, ends its turn.
+  void run_queued(Work& work);
   void check_usable_locked() const;
 
   std::unique_ptr<Transport> transport_;

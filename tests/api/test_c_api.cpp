@@ -139,6 +139,30 @@ TEST_CASE("c api: blocking calls behind outstanding non-blocking ones keep the o
   CHECK(all_zero(results));
 }
 
+TEST_CASE("c api: waits without a timeout run queued calls in order, whoever runs them") {
+  // chorus_wait(request, 0) runs calls that have not started on the waiting thread
+  // (the worker may have taken some first); waiting for the last of three
+  // runs all three in order, and waiting for the earlier ones then just returns.
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    for (int i = 0; i < 200; ++i) {
+      std::vector<int32_t> a(i % 7 == 0 ? 50000 : 5, rank + i), b(3, 2 * rank + i);
+      int32_t x = rank * 100 + i;
+      chorus_request_t r1 = nullptr, r2 = nullptr, r3 = nullptr;
+      if (chorus_iallreduce(comm, a.data(), a.data(), a.size(), CHORUS_INT32, CHORUS_SUM, &r1) ||
+          chorus_iallreduce(comm, b.data(), b.data(), b.size(), CHORUS_INT32, CHORUS_MAX, &r2) ||
+          chorus_iallreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &r3))
+        return 1;
+      if (chorus_wait(&r3, 0) != CHORUS_SUCCESS || r3 != nullptr) return 2;
+      if (chorus_wait(&r1, 0) != CHORUS_SUCCESS || chorus_wait(&r2, 0) != CHORUS_SUCCESS) return 3;
+      if (x != 100 + 2 * i) return 4;
+      if (a.front() != 1 + 2 * i || a.back() != 1 + 2 * i) return 5;
+      if (b[0] != 2 + i || b[2] != 2 + i) return 6;
+    }
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
 TEST_CASE("c api: a blocking call stuck behind a non-blocking one times out and aborts") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
     int32_t x = 1;
