@@ -62,7 +62,7 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   const std::size_t bytes = count * dtype_size(dtype);
   const shm::WaitSpec spec = shm_wait_spec(ctx);
   // Announced for the waits of ranks in another kind of call; this path's
-  // own check is the signature in each rank's mail header.
+  // own check is the signature digest in each rank's mail header.
   domain.announce(ctx.sig);
   const uint64_t call = domain.take_mail_call();
   std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);

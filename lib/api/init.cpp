@@ -109,6 +109,8 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   topology::HostMap hosts =
       topology::exchange_host_map(*store, comm_prefix, info.rank, info.world_size,
                                   topology::detect_host_identity(config), deadline);
+  // The CPUs this host's ranks may use between them (their affinities' union).
+  const int cpus_here = hosts.cpus_on_my_host();
 
   tcp::TcpOptions options;
   options.rank = info.rank;
@@ -130,11 +132,11 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   if (plan.shm_collectives) {
     shm::Domain::Options o;
     o.rank = info.rank;
-    o.layout = shm_layout(config, info.world_size, hosts.cpus_on_my_host());
+    o.layout = shm_layout(config, info.world_size, cpus_here);
     // Spinning (by yielding when ranks outnumber cores, which lets the awaited
     // rank run) beats a futex wake-up on every shared-memory wait.
     o.spin_us = resolve_spin_us(config.spin_us);
-    o.oversubscribed = hosts.ranks_on_my_host() > hosts.cpus_on_my_host();
+    o.oversubscribed = hosts.ranks_on_my_host() > cpus_here;
     o.name_prefix = shm::segment_name_prefix(info.job_token);
     o.key_prefix = comm_prefix;
     o.deadline = deadline;
@@ -147,14 +149,13 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   logger("comm").info(
       "rank {} of {} ready ({} via {}; {} of them on this host, on {} CPUs; collectives "
       "through {}, point-to-point over {})",
-      info.rank, info.world_size, info.store_addr, info.source, hosts.ranks_on_my_host(),
-      hosts.cpus_on_my_host(), domain ? "shared memory" : "point-to-point algorithms",
-      transport->name());
+      info.rank, info.world_size, info.store_addr, info.source, hosts.ranks_on_my_host(), cpus_here,
+      domain ? "shared memory" : "point-to-point algorithms", transport->name());
 
   auto handle = std::make_unique<chorus_comm>();
   handle->comm =
       std::make_unique<Communicator>(std::move(transport), store, config, hosts.ranks_on_my_host(),
-                                     hosts.cpus_on_my_host(), 1, std::move(domain));
+                                     cpus_here, 1, std::move(domain));
   chorus_comm_t raw = handle.release();
   register_comm(raw);
   return raw;

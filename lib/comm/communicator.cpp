@@ -62,12 +62,6 @@ CallSignature signature(CollectiveKind kind, std::size_t count, DataType dtype, 
 
 }  // namespace
 
-bool Work::wait(const Deadline& deadline, int spin_us) {
-  if (!completion_.wait(deadline, spin_us)) return false;
-  completion_.rethrow_if_failed();
-  return true;
-}
-
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
                            const Config& config, int ranks_on_host, int cpus_on_host, uint32_t tag,
                            std::unique_ptr<shm::Domain> shm)

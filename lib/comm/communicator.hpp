@@ -35,9 +35,6 @@ class Work {
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
   const Completion& completion() const { return completion_; }
-  // Waits until done or the deadline; false on deadline. Rethrows the
-  // operation's error once done.
-  bool wait(const Deadline& deadline, int spin_us);
 
  private:
   friend class Communicator;
