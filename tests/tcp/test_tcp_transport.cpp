@@ -81,6 +81,16 @@ chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* messa
   return CHORUS_SUCCESS;
 }
 
+// Returns once a message from `peer` with `tag` has arrived at `t` without a
+// receive to take it (bounded: fails the test after 10 s).
+void wait_for_arrival(TcpTransport& t, int peer, uint32_t tag) {
+  auto deadline = Deadline::after(std::chrono::seconds(10));
+  while (!t.has_unmatched_arrival(peer, tag)) {
+    REQUIRE_FALSE(deadline.expired());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 std::vector<std::byte> pattern(std::size_t n, int seed) {
   std::vector<std::byte> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
@@ -106,7 +116,7 @@ TEST_CASE("tcp: messages of every size arrive intact, posted before or after arr
       if (receive_first) recv = b.irecv(0, 1, sig, got);
       send = a.isend(1, 1, sig, data);
       if (!receive_first) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let it arrive unexpected
+        wait_for_arrival(b, 0, 1);  // kept as unexpected, or parked in the socket
         recv = b.irecv(0, 1, sig, got);
       }
       wait(b, recv);
@@ -178,6 +188,57 @@ TEST_CASE("tcp: a receive from a rank that left fails instead of hanging") {
   std::string message;
   CHECK(error_code(*world[1], recv, &message) == CHORUS_ERR_PEER_FAILURE);
   CHECK_THAT(message, Catch::Contains("rank 0 left"));
+  world[1]->close();
+  closer.join();
+}
+
+TEST_CASE("tcp: a receive on another tag is not held up by a large frame parked in the socket") {
+  // Large unexpected frames wait in the socket until their receive is posted;
+  // a receive for a later frame of another tag must still complete.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "parked/");
+  auto big = pattern(1 << 20, 1), small = pattern(100, 2);
+  auto s1 = world[0]->isend(1, 6, sig_of(1, big.size()), big);
+  auto s2 = world[0]->isend(1, 7, sig_of(2, small.size()), small);
+  wait_for_arrival(*world[1], 0, 6);
+  std::vector<std::byte> got_small(small.size()), got_big(big.size());
+  auto r2 = world[1]->irecv(0, 7, sig_of(2, small.size()), got_small);
+  wait(*world[1], r2);
+  CHECK(got_small == small);
+  auto r1 = world[1]->irecv(0, 6, sig_of(1, big.size()), got_big);
+  wait(*world[1], r1);
+  wait(*world[0], s1);
+  wait(*world[0], s2);
+  CHECK(got_big == big);
+  close_world(world);
+}
+
+TEST_CASE("tcp: a peer that leaves with a large frame parked in the socket") {
+  // What it sent before leaving still arrives; a receive for anything else
+  // fails naming it, promptly (not at the receive's deadline).
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "parked-left/");
+  auto big = pattern(1 << 20, 3), small = pattern(100, 4);
+  auto s1 = world[0]->isend(1, 6, sig_of(1, big.size()), big);
+  auto s2 = world[0]->isend(1, 5, sig_of(2, small.size()), small);
+  wait_for_arrival(*world[1], 0, 6);
+  std::thread closer([&] { world[0]->close(); });
+  std::vector<std::byte> got(10), got_big(big.size()), got_small(small.size());
+  auto start = std::chrono::steady_clock::now();
+  auto r = world[1]->irecv(0, 7, sig_of(3, 10), got);
+  std::string message;
+  CHECK(error_code(*world[1], r, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 0"));
+  // Well before the close timeout (10 s), whose expiry would also end it.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(8));
+  auto r1 = world[1]->irecv(0, 6, sig_of(1, big.size()), got_big);
+  auto r2 = world[1]->irecv(0, 5, sig_of(2, small.size()), got_small);
+  CHECK(error_code(*world[1], r1) == CHORUS_SUCCESS);
+  CHECK(error_code(*world[1], r2) == CHORUS_SUCCESS);
+  CHECK(got_big == big);
+  CHECK(got_small == small);
+  auto after = world[1]->irecv(0, 5, sig_of(4, 100), got_small);
+  CHECK(error_code(*world[1], after) == CHORUS_ERR_PEER_FAILURE);
   world[1]->close();
   closer.join();
 }

@@ -87,6 +87,16 @@ chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* messa
   return CHORUS_SUCCESS;
 }
 
+// Returns once a message from `peer` with `tag` has arrived at `t` without a
+// receive to take it (bounded: fails the test after 10 s).
+void wait_for_arrival(UcxTransport& t, int peer, uint32_t tag) {
+  auto deadline = Deadline::after(std::chrono::seconds(10));
+  while (!t.has_unmatched_arrival(peer, tag)) {
+    REQUIRE_FALSE(deadline.expired());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 std::vector<std::byte> pattern(std::size_t n, int seed) {
   std::vector<std::byte> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
@@ -97,6 +107,20 @@ bool names_shm(const std::string& endpoint_info) {
   for (const char* tl : {"posix/", "sysv/", "xpmem/", "cma/", "knem/"})
     if (endpoint_info.find(tl) != std::string::npos) return true;
   return false;
+}
+
+// Lines of ucp_ep_print_info's lane table ("lane[N]: ... transport/device")
+// that do not name `transport`.
+int lanes_not_over(const std::string& endpoint_info, const std::string& transport) {
+  int others = 0;
+  std::size_t pos = 0;
+  while ((pos = endpoint_info.find("lane[", pos)) != std::string::npos) {
+    auto end = endpoint_info.find('\n', pos);
+    auto line = endpoint_info.substr(pos, end == std::string::npos ? end : end - pos);
+    if (line.find(transport) == std::string::npos) ++others;
+    pos = end == std::string::npos ? endpoint_info.size() : end;
+  }
+  return others;
 }
 
 }  // namespace
@@ -161,7 +185,7 @@ TEST_CASE("ucx: messages of every size arrive intact, posted before or after arr
       if (receive_first) recv = b.irecv(0, 1, sig, got);
       send = a.isend(1, 1, sig, data);
       if (!receive_first) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let it arrive unexpected
+        wait_for_arrival(b, 0, 1);  // held by UCX as unexpected
         recv = b.irecv(0, 1, sig, got);
       }
       wait(b, recv);
@@ -382,6 +406,13 @@ TEST_CASE("ucx: shared memory is used only where allowed") {
     bool shm = tls_may_use_shm(world[0]->transports());
     CHECK(world[0]->peer_error_handling() == !shm);
     CHECK(names_shm(info) == shm);
+    // UCX_TLS=tcp (the ucx-tcp test): every lane is a TCP one.
+    const char* tls = std::getenv("UCX_TLS");
+    if (tls && std::string(tls) == "tcp") {
+      CHECK_FALSE(shm);
+      CHECK(info.find("tcp/") != std::string::npos);
+      CHECK(lanes_not_over(info, "tcp/") == 0);
+    }
     close_world(world);
   }
 }

@@ -116,7 +116,10 @@ void TcpTransport::on_header(int peer) {
       return;
     }
   }
-  if (type == FrameType::data && !failure_ && rx.length >= options_.hold_back_min) {
+  // Park a large unexpected frame in the socket only while no receive of
+  // another tag waits on this peer: such a receive's frame may be behind it.
+  if (type == FrameType::data && !failure_ && rx.length >= options_.hold_back_min &&
+      !has_posted_locked(p)) {
     rx.awaiting_recv = true;
     update_interest(peer);
     return;

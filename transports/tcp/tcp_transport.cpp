@@ -70,6 +70,37 @@ void TcpTransport::enqueue_locked(int peer, SendOp op) {
   if (p.sendq.size() == 1) flush(peer);  // try at once: no thread hand-off for small sends
 }
 
+RequestPtr TcpTransport::irecv_unexpected_locked(int peer, const RequestPtr& request,
+                                                 std::span<std::byte> data) {
+  auto& queue = peers_[peer].unexpected[request->tag()];
+  Unexpected msg = std::move(queue.front());
+  queue.pop_front();
+  const CallSignature& sig = request->signature();
+  if (!(msg.header.sig == sig) || msg.payload.size() != data.size()) {
+    request->completion().fail(
+        mismatch_error(peer, msg.header.sig, msg.payload.size(), sig, data.size()));
+  } else {
+    if (!data.empty()) std::memcpy(data.data(), msg.payload.data(), data.size());
+    request->completion().complete();
+  }
+  return request;
+}
+
+void TcpTransport::set_aside_parked(int peer) {
+  RxState& rx = peers_[peer].rx;
+  rx.awaiting_recv = false;
+  rx.holding.resize(rx.length);
+  rx.dst = rx.holding.data();
+  rx.keep = true;
+  update_interest(peer);
+}
+
+bool TcpTransport::has_posted_locked(const Peer& p) {
+  for (const auto& [tag, queue] : p.posted)
+    if (!queue.empty()) return true;
+  return false;
+}
+
 RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
                                std::span<std::byte> data) {
   CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
@@ -82,32 +113,35 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     return request;
   }
   Peer& p = peers_[peer];
-  auto unexpected = p.unexpected.find(tag);
-  if (unexpected != p.unexpected.end() && !unexpected->second.empty()) {
-    Unexpected msg = std::move(unexpected->second.front());
-    unexpected->second.pop_front();
-    if (!(msg.header.sig == sig) || msg.payload.size() != data.size()) {
-      request->completion().fail(
-          mismatch_error(peer, msg.header.sig, msg.payload.size(), sig, data.size()));
-    } else {
-      if (!data.empty()) std::memcpy(data.data(), msg.payload.data(), data.size());
-      request->completion().complete();
+  // Each round takes one frame off the peer's stream, so this ends.
+  for (;;) {
+    auto unexpected = p.unexpected.find(tag);
+    if (unexpected != p.unexpected.end() && !unexpected->second.empty())
+      return irecv_unexpected_locked(peer, request, data);
+    if (!p.rx.awaiting_recv) break;
+    if (p.rx.header.tag == tag) {
+      // The frame held back in the socket is this receive's: read it into place.
+      RxState& rx = p.rx;
+      rx.awaiting_recv = false;
+      if (!(rx.header.sig == sig) || rx.length != data.size()) {
+        request->completion().fail(
+            mismatch_error(peer, rx.header.sig, rx.length, sig, data.size()));
+      } else {
+        rx.dst = data.data();
+        rx.request = request;
+      }
+      update_interest(peer);
+      pump_rx(peer);
+      return request;
     }
-    return request;
-  }
-  if (p.rx.awaiting_recv && p.rx.header.tag == tag) {
-    // The frame held back in the socket is this receive's: read it into place.
-    RxState& rx = p.rx;
-    rx.awaiting_recv = false;
-    if (!(rx.header.sig == sig) || rx.length != data.size()) {
-      request->completion().fail(mismatch_error(peer, rx.header.sig, rx.length, sig, data.size()));
-    } else {
-      rx.dst = data.data();
-      rx.request = request;
-    }
-    update_interest(peer);
+    // A frame of another tag is parked in the socket, and this receive's
+    // frame (or the peer's goodbye) may be behind it: read it aside.
+    set_aside_parked(peer);
     pump_rx(peer);
-    return request;
+    if (failure_) {
+      request->completion().fail(failure_);
+      return request;
+    }
   }
   if (p.gone || p.said_goodbye) {
     request->completion().fail(
@@ -210,12 +244,7 @@ void TcpTransport::process_events(const epoll_event* events, int count) {
         // The peer is going away with a frame still waiting in the socket:
         // take it aside so that what follows it (an abort notice, the EOF)
         // is read and reported for what it is.
-        RxState& rx = peers_[peer].rx;
-        rx.awaiting_recv = false;
-        rx.holding.resize(rx.length);
-        rx.dst = rx.holding.data();
-        rx.keep = true;
-        update_interest(peer);
+        set_aside_parked(peer);
       }
       if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pump_rx(peer);
     }
@@ -335,6 +364,15 @@ void TcpTransport::fail_all_locked(std::exception_ptr error) {
     }
     p.sendq = std::move(keep);
   }
+}
+
+bool TcpTransport::has_unmatched_arrival(int peer, uint32_t tag) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size, "no rank {} among {}", peer, options_.size);
+  std::lock_guard lock(mu_);
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  auto it = p.unexpected.find(tag);
+  if (it != p.unexpected.end() && !it->second.empty()) return true;
+  return p.rx.awaiting_recv && p.rx.header.tag == tag;
 }
 
 void TcpTransport::check_failed() {

@@ -74,6 +74,10 @@ class TcpTransport final : public Transport {
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
+  // Whether a frame from `peer` with `tag` has arrived that no posted receive
+  // took: kept as unexpected, or parked in the socket (diagnostics, and tests
+  // that must know a message arrived before its receive).
+  bool has_unmatched_arrival(int peer, uint32_t tag);
 
  private:
   struct SendOp {
@@ -139,6 +143,12 @@ class TcpTransport final : public Transport {
   void flush(int peer);
   void update_interest(int peer);
   void peer_lost(int peer, const std::string& why);
+  // A receive completed from the front of peer's unexpected frames of its tag.
+  RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
+                                     std::span<std::byte> data);
+  // The frame parked in the socket is read into `holding` (kept as unexpected).
+  void set_aside_parked(int peer);
+  static bool has_posted_locked(const Peer& p);
   void fail_all_locked(std::exception_ptr error);
   void fail_and_notify_locked(chorus_result_t code, const std::string& message,
                               const std::string& local_message = "");

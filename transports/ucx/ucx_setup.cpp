@@ -319,4 +319,12 @@ void UcxTransport::teardown() noexcept {
   wake_fd_ = stop_fd_ = -1;
 }
 
+bool UcxTransport::has_unmatched_arrival(int peer, uint32_t tag) {
+  std::lock_guard lock(mu_);
+  progress_locked();
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker_, make_tag(TagKind::lead, peer, tag), kFullMask, 0, &info) !=
+         nullptr;
+}
+
 }  // namespace chorus::ucx

@@ -105,6 +105,10 @@ class UcxTransport final : public Transport {
   // UCX's description of the endpoint to `peer`: its lanes and the UCX
   // transports they use.
   std::string endpoint_info(int peer);
+  // Whether a message from `peer` with `tag` has arrived that no posted
+  // receive took (UCX holds it as unexpected): diagnostics, and tests that
+  // must know a message arrived before its receive.
+  bool has_unmatched_arrival(int peer, uint32_t tag);
   // UCX_TLS as this transport's context uses it.
   const std::string& transports() const { return tls_; }
   // Whether endpoints use UCP_ERR_HANDLING_MODE_PEER (else: process watch).
