@@ -1,36 +1,93 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite twice: an optimised build and
-# an AddressSanitizer + UBSan build (any sanitizer report fails the run).
-# Ends with a line "N passed, N failed".
+# an AddressSanitizer + UBSan build. Ends with a line
+#
+#   N passed, N failed, N skipped
+#
+# and exits non-zero on any failure. What counts comes from meson's own
+# results (meson-logs/testlog.json) and exit status, never from its console
+# text (scripts/ci_results.py):
+# - a test FAILs, TIMEOUTs, ERRORs or is INTERRUPTed: failed;
+# - a sanitizer report from any process a test started: failed (every test
+#   runs under scripts/test-wrapper.sh, which collects them);
+# - a test the build defines without a result, or a build that defines none:
+#   failed; meson test exiting non-zero with nothing else to show: failed;
+# - a skip: counted apart, and failed unless the test is in EXPECTED_SKIPS
+#   (none today: CI builds every optional part, UCX included, -Ducx=enabled);
+# - a build directory left from an earlier run is reconfigured with this
+#   run's options, and checked to have them, before it is reused.
+#
+# Environment: TEST_SUITES (default "release asan"), MESON_TEST_ARGS (extra
+# arguments for meson test, e.g. "--suite chorus coll-tcp").
 set -uo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+./scripts/install-deps.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
+EXPECTED_SKIPS=()
 passed=0
 failed=0
+skipped=0
+wrapper=$(pwd)/scripts/test-wrapper.sh
+
+# run_suite DIR KEY=VALUE...: the options are given to meson setup as -D and
+# checked afterwards.
 run_suite() {
   local dir=$1; shift
+  local opts=() pair
+  for pair in "$@"; do opts+=("-D$pair"); done
   echo "=== build $dir ($*)"
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+  local setup=(meson setup "$dir" "${opts[@]}")
+  [ -f "$dir/build.ninja" ] && setup=(meson setup --reconfigure "$dir" "${opts[@]}")
+  if ! "${setup[@]}" >"$dir.setup.log" 2>&1; then
+    cat "$dir.setup.log"; echo "FAILED: meson setup of $dir"; failed=$((failed + 1)); return
+  fi
+  if ! python3 scripts/ci_results.py options "$dir" "$@"; then
+    echo "FAILED: $dir is not configured as asked"; failed=$((failed + 1)); return
   fi
   if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
-    tail -n 60 "$dir.build.log"; failed=$((failed + 1)); return
+    tail -n 60 "$dir.build.log"; echo "FAILED: build of $dir"; failed=$((failed + 1)); return
   fi
   echo "=== test $dir"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$dir.test.log" | grep -E '^ *[0-9]+/[0-9]+ ' || true
-  local ok fail
-  ok=$(grep -cE '^ *[0-9]+/[0-9]+ .* (OK|EXPECTEDFAIL|SKIP) ' "$dir.test.log")
-  fail=$(grep -cE '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS) ' "$dir.test.log")
+  rm -f "$dir/meson-logs/testlog.json"
+  # shellcheck disable=SC2086
+  meson test -C "$dir" --print-errorlogs --num-processes 2 --wrapper "$wrapper" \
+    ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1
+  local meson_rc=$?
+  grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
+  local skip_args=() name
+  for name in "${EXPECTED_SKIPS[@]}"; do skip_args+=(--expect-skip "$name"); done
+  local summary
+  summary=$(python3 scripts/ci_results.py summary "$dir" "${skip_args[@]}")
+  local counts=${summary##*$'\n'}
+  [ "$counts" != "$summary" ] && echo "${summary%$'\n'*}"
+  local ok fail skip
+  read -r ok fail skip <<<"$counts"
+  if ! [[ "$ok" =~ ^[0-9]+$ && "$fail" =~ ^[0-9]+$ && "$skip" =~ ^[0-9]+$ ]]; then
+    echo "FAILED: could not read the results of $dir: $summary"
+    failed=$((failed + 1)); return
+  fi
+  if [ "$meson_rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+    echo "FAILED: meson test exited $meson_rc although no test result says why"
+    tail -n 30 "$dir.test.log"
+    fail=1
+  fi
   if [ "$fail" -gt 0 ]; then sed -n '/^Summary of Failures/,$p' "$dir.test.log"; fi
+  echo "=== $dir: $ok passed, $fail failed, $skip skipped"
   passed=$((passed + ok))
   failed=$((failed + fail))
+  skipped=$((skipped + skip))
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-run_suite build-release -Dbuildtype=release
-run_suite build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false
+for suite in ${TEST_SUITES:-release asan}; do
+  case $suite in
+    release) run_suite build-release buildtype=release b_sanitize=none ucx=enabled ;;
+    asan) run_suite build-asan buildtype=debugoptimized b_sanitize=address,undefined \
+            b_lundef=false ucx=enabled ;;
+    *) echo "FAILED: unknown suite $suite"; failed=$((failed + 1)) ;;
+  esac
+done
 
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ]

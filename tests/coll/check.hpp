@@ -1,6 +1,8 @@
 // Runs one collective over thread ranks and compares every rank's result with
 // the reference of values.hpp. Each returns "" on success, else a description
-// of the first failure (for REQUIRE(... == "")).
+// of the first failure (for REQUIRE(... == "")). Outputs start with a value
+// unlike the expected one in every bit (guarded.hpp), so an element never
+// written fails; guard zones around every buffer catch writes outside it.
 #pragma once
 
 #include <cstddef>
@@ -27,5 +29,9 @@ std::string check_allreduce(const Case& c);
 std::string check_reduce_scatter(const Case& c);
 std::string check_allgather(const Case& c);
 std::string check_broadcast(const Case& c);
+// Random floats (reduction order changes the rounding; c.op sum, avg or
+// prod): every rank's result must be bit-identical to rank 0's and within
+// rounding of a float64 reference.
+std::string check_allreduce_identical(const Case& c);
 
 }  // namespace chorus::test

@@ -119,8 +119,7 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
   std::vector<std::unique_ptr<Transport>> owned;  // inproc, or TCP for partial runs
   std::vector<Transport*> transports(static_cast<std::size_t>(n));
   std::vector<shm::Domain*> domains(static_cast<std::size_t>(n), nullptr);
-  static std::atomic<uint64_t> runs{0};
-  const uint64_t seq_base = (++runs) << 20;
+
   // shm runs use TCP as their control channel.
   const TransportKind world_kind =
       options.transport == TransportKind::shm ? TransportKind::tcp : options.transport;
@@ -145,6 +144,8 @@ std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
         domains[static_cast<std::size_t>(r)] = shm[static_cast<std::size_t>(r)].get();
     }
   }
+  static std::atomic<uint64_t> runs{0};
+  const uint64_t seq_base = owned.empty() ? (++runs) << 20 : 0;  // fresh fabrics need none
   std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
   std::latch done(static_cast<std::ptrdiff_t>(ranks.size()));
   std::vector<std::thread> threads;

@@ -60,11 +60,13 @@ class RankEnv {
       : transport(t), shm(domain), options_(options), seq_base_(seq_base) {}
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
-  // A context for one call, its deadline starting now. Over shared memory,
-  // sequence numbers are offset per run so that calls of different runs never
-  // share one (as in a communicator: announcements are compared by number).
+  // A context for one call, its deadline starting now. Over a world reused
+  // from earlier runs (TCP, UCX, shared memory), sequence numbers are offset
+  // per run so that calls of different runs never share one, as in a
+  // communicator: a message or announcement left over from an earlier run
+  // then fails the signature check instead of matching.
   CollectiveContext context(CallSignature sig) {
-    if (shm) sig.seq += seq_base_;
+    sig.seq += seq_base_;
     return CollectiveContext{transport,
                              scratch,
                              1,

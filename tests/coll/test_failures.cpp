@@ -14,6 +14,7 @@
 #include "collectives/reduce_scatter/ring.hpp"
 #include "lib/core/error.hpp"
 #include "tests/coll/harness.hpp"
+#include "tests/coll/values.hpp"
 
 using namespace chorus;
 using namespace chorus::test;
@@ -39,42 +40,80 @@ TEST_CASE("dissemination barrier: nobody leaves before everybody arrived", "[bar
 }
 
 TEST_CASE("a sequence of different collectives on the same transports", "[sequence]") {
+  // Every call's values depend on the rank, the iteration and the element,
+  // and every iteration's results are kept and checked in full, so a call
+  // that reads another call's data, or a block taken from the wrong rank,
+  // shows.
+  constexpr int kIters = 3;
+  constexpr std::size_t kCount = 1000;
+  auto value = [](int r, int iter, std::size_t i) {
+    return static_cast<int32_t>(1 + r * 7919 + iter * 104729 + static_cast<int32_t>(i) * 31);
+  };
+  // For max: which rank holds the largest value changes from element to element.
+  auto scrambled = [](int r, int iter, std::size_t i) {
+    return static_cast<int32_t>(mix(r, i + static_cast<std::size_t>(iter) * 1000003) >> 33);
+  };
   for (int n : {1, 3, 4, 8}) {
-    constexpr std::size_t kCount = 1000;
-    std::vector<std::vector<int32_t>> ar(n), ag(n), bc(n), rs(n);
+    // [rank][iteration] -> buffer
+    using PerIter = std::vector<std::vector<int32_t>>;
+    std::vector<PerIter> ar(n, PerIter(kIters)), ag(n, PerIter(kIters)), bc(n, PerIter(kIters)),
+        rs(n, PerIter(kIters));
     auto outcomes = run_ranks(n, RunOptions{}, [&](RankEnv& env) {
       const int r = env.rank();
       uint64_t seq = 0;
-      for (int iter = 0; iter < 3; ++iter) {
-        ar[r].assign(kCount, r + iter);
+      for (int iter = 0; iter < kIters; ++iter) {
+        auto& a = ar[r][iter];
+        a.resize(kCount);
+        for (std::size_t i = 0; i < kCount; ++i) a[i] = value(r, iter, i);
         auto c1 = env.context(make_sig(CollectiveKind::allreduce, ++seq, kCount, DataType::i32));
-        ring_allreduce(c1, ar[r].data(), ar[r].data(), kCount, DataType::i32, ReduceOp::sum);
-        bc[r].assign(kCount, r == iter % n ? 77 + iter : -1);
-        auto c2 = env.context(make_sig(CollectiveKind::broadcast, ++seq, kCount, DataType::i32,
-                                       ReduceOp::sum, iter % n));
-        ring_broadcast(c2, bc[r].data(), kCount, DataType::i32, iter % n);
-        std::vector<int32_t> mine(kCount, r * 10 + iter);
-        ag[r].assign(kCount * n, -1);
+        ring_allreduce(c1, a.data(), a.data(), kCount, DataType::i32, ReduceOp::sum);
+        const int root = iter % n;
+        auto& b = bc[r][iter];
+        b.assign(kCount, -1);
+        if (r == root)
+          for (std::size_t i = 0; i < kCount; ++i) b[i] = value(r, iter, i) * 3;
+        auto c2 = env.context(
+            make_sig(CollectiveKind::broadcast, ++seq, kCount, DataType::i32, ReduceOp::sum, root));
+        ring_broadcast(c2, b.data(), kCount, DataType::i32, root);
+        std::vector<int32_t> mine(kCount);
+        for (std::size_t i = 0; i < kCount; ++i) mine[i] = value(r, iter, i) * 5;
+        auto& g = ag[r][iter];
+        g.assign(kCount * n, -1);
         auto c3 = env.context(make_sig(CollectiveKind::allgather, ++seq, kCount, DataType::i32));
-        ring_allgather(c3, mine.data(), ag[r].data(), kCount, DataType::i32);
-        std::vector<int32_t> contrib(kCount * n, 1);
-        rs[r].assign(kCount, 0);
+        ring_allgather(c3, mine.data(), g.data(), kCount, DataType::i32);
+        std::vector<int32_t> contrib(kCount * n);
+        for (std::size_t i = 0; i < contrib.size(); ++i) contrib[i] = scrambled(r, iter, i);
+        auto& x = rs[r][iter];
+        x.assign(kCount, -1);
         auto c4 = env.context(
             make_sig(CollectiveKind::reduce_scatter, ++seq, kCount, DataType::i32, ReduceOp::max));
-        ring_reduce_scatter(c4, contrib.data(), rs[r].data(), kCount, DataType::i32, ReduceOp::max);
+        ring_reduce_scatter(c4, contrib.data(), x.data(), kCount, DataType::i32, ReduceOp::max);
         auto c5 = env.context(make_sig(CollectiveKind::barrier, ++seq, 0, DataType::u8));
         dissemination_barrier(c5);
-        // Results are checked after the last iteration only.
       }
     });
     INFO("ranks " << n);
     REQUIRE(failures(outcomes) == "");
-    const int sum = n * (n - 1) / 2 + 2 * n;
-    for (int r = 0; r < n; ++r) {
-      CHECK(ar[r] == std::vector<int32_t>(kCount, sum));
-      CHECK(bc[r] == std::vector<int32_t>(kCount, 79));
-      for (int q = 0; q < n; ++q) CHECK(ag[r][q * kCount + 5] == q * 10 + 2);
-      CHECK(rs[r] == std::vector<int32_t>(kCount, 1));
+    for (int iter = 0; iter < kIters; ++iter) {
+      INFO("iteration " << iter);
+      std::vector<int32_t> sum(kCount), bcast(kCount), gathered(kCount * n);
+      for (std::size_t i = 0; i < kCount; ++i) {
+        for (int q = 0; q < n; ++q) sum[i] += value(q, iter, i);
+        bcast[i] = value(iter % n, iter, i) * 3;
+      }
+      for (int q = 0; q < n; ++q)
+        for (std::size_t i = 0; i < kCount; ++i) gathered[q * kCount + i] = value(q, iter, i) * 5;
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r);
+        CHECK(ar[r][iter] == sum);
+        CHECK(bc[r][iter] == bcast);
+        CHECK(ag[r][iter] == gathered);
+        std::vector<int32_t> block(kCount, INT32_MIN);
+        for (std::size_t i = 0; i < kCount; ++i)
+          for (int q = 0; q < n; ++q)
+            block[i] = std::max(block[i], scrambled(q, iter, r * kCount + i));
+        CHECK(rs[r][iter] == block);
+      }
     }
   }
 }

@@ -4,7 +4,10 @@
 // count (1000003) for a subset so the whole run stays short under ASAN.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "tests/coll/check.hpp"
+#include "tests/coll/values.hpp"
 
 using namespace chorus;
 using namespace chorus::test;
@@ -21,6 +24,51 @@ constexpr std::size_t kBig = 1000003;
 constexpr std::size_t kDefaultSegment = 1 << 20;
 
 }  // namespace
+
+TEST_CASE("test data: the ranks' contributions differ at every element", "[data]") {
+  // A rank whose contribution is dropped, doubled or replaced by another
+  // rank's must change the reference (for sum; prod factors are never 1).
+  for (DataType dt : kDtypes) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod}) {
+      with_dtype(dt, [&](auto tr) {
+        using Tr = decltype(tr);
+        std::size_t repeated = 0, unit_factors = 0;
+        for (std::size_t i = 0; i < 5000; ++i) {
+          std::set<double> seen;
+          for (int r = 0; r < kMaxRanks; ++r) {
+            const double v = Tr::to(gen<Tr>(r, i, op));
+            seen.insert(v);
+            if (op == ReduceOp::prod && (v == 1 || v == -1)) ++unit_factors;
+          }
+          if (op == ReduceOp::sum && seen.size() != kMaxRanks) ++repeated;
+        }
+        INFO(dtype_name(dt) << " " << op_name(op));
+        CHECK(repeated == 0);
+        CHECK(unit_factors == 0);
+      });
+    }
+  }
+}
+
+TEST_CASE("random floats: every rank ends with the same bits, for every algorithm",
+          "[allreduce][identical]") {
+  for (int n : kRanks) {
+    for (DataType dt : {DataType::f32, DataType::f64, DataType::f16, DataType::bf16}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod}) {
+        for (bool rd : {false, true}) {
+          // 1031: several chunks and segments (64-byte segments); 100003 with
+          // the default segment: the shared-memory pipeline's large path.
+          for (std::size_t count : {std::size_t{7}, std::size_t{1031}, std::size_t{100003}}) {
+            if (count == 100003 && (dt == DataType::f64 || dt == DataType::bf16)) continue;
+            Case c{n, count, dt, op, count == 1031, count == 100003 ? kDefaultSegment : 64, 0, rd};
+            INFO(describe_case(c) << (rd ? " recursive doubling" : " ring (or shm)"));
+            REQUIRE(check_allreduce_identical(c) == "");
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST_CASE("ring allreduce: every rank count, dtype, op and placement", "[allreduce]") {
   for (int n : kRanks) {

@@ -2,10 +2,17 @@
 // that the reduction is exact whatever order the ranks are combined in, and an
 // independent reference (double arithmetic for floats, wrap-around unsigned
 // arithmetic for integers) that does not use the library's kernels.
-//   floats, sum/avg/min/max: integers in [-mag, mag] with n * mag below the
-//     dtype's exact-integer limit (bf16: 256, f16: 2048, f32: 2^24).
-//   floats, prod: values in {1, 2, -1}; products are powers of two up to 2^8.
-//   integers: any values; sum/prod wrap exactly like the dtype does.
+//   floats, sum/avg/min/max: integers in [-mag, mag] with n * mag within the
+//     dtype's exact-integer limit for n <= kMaxRanks (bf16: 256, f16: 2048,
+//     f32: 2^24). At every element the ranks' values differ (a rank's offset
+//     is 11 r modulo 2 mag + 1, which 11 does not divide), so a contribution
+//     dropped, doubled or taken from the wrong rank changes the result.
+//   floats, prod: values in {2, -2, 1/2, -1/2}; products are powers of two
+//     within 2^-8..2^8 (exact in every dtype), and no factor is 1.
+//   integers: any values, distinct across ranks at every element; sum wraps
+//     exactly like the dtype does; prod uses
+//     odd factors 3..11 with either sign, units modulo 2^bits, so products
+//     never collapse to 0 and every factor changes the product.
 //   avg: the exact sum, rounded to the dtype, divided by n in the dtype's
 //     arithmetic (integers truncate); floats are compared to within 2 ulp.
 #pragma once
@@ -19,6 +26,9 @@
 #include "lib/core/dtype.hpp"
 
 namespace chorus::test {
+
+// The largest rank count the data below keeps exact (and distinct per rank).
+inline constexpr int kMaxRanks = 8;
 
 template <typename Storage, DataType D>
 struct FloatTraits {
@@ -34,7 +44,7 @@ struct FloatTraits {
       case DataType::f16:
         return 128.0;
       default:
-        return 16.0;  // bf16
+        return 32.0;  // bf16: 8 ranks x 32 = 256, its last exact integer
     }
   }
   static double eps() {
@@ -118,9 +128,14 @@ decltype(auto) with_dtype(DataType dtype, F&& f) {
   return f(F32{});
 }
 
+// A well-mixed 64-bit value per (rank, element): splitmix64's finalizer, so
+// that every bit differs between neighbouring ranks and elements.
 inline uint64_t mix(int rank, std::size_t i) {
-  return static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull +
-         static_cast<uint64_t>(rank + 1) * 0xBF58476D1CE4E5B9ull + 12345;
+  uint64_t z = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull +
+               static_cast<uint64_t>(rank + 1) * 0xD1B54A32D192ED03ull + 12345;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 // The value rank `rank` contributes at element i.
@@ -130,21 +145,23 @@ typename Tr::T gen(int rank, std::size_t i, ReduceOp op) {
   const uint64_t h = mix(rank, i);
   if constexpr (Tr::fp) {
     if (op == ReduceOp::prod) {
-      static constexpr double pick[3] = {1.0, 2.0, -1.0};
-      return Tr::from(pick[(h >> 29) % 3]);
+      static constexpr double pick[4] = {2.0, -2.0, 0.5, -0.5};
+      return Tr::from(pick[(h >> 29) % 4]);
     }
     const auto span = static_cast<uint64_t>(2 * Tr::mag() + 1);
-    const uint64_t k = (static_cast<uint64_t>(i) * 37 + static_cast<uint64_t>(rank) * 11 +
-                        (static_cast<uint64_t>(i) / 101) * 5) %
-                       span;
+    // The element's base (no period in i) plus the rank's offset.
+    const uint64_t k = (mix(-1, i) % span + static_cast<uint64_t>(rank) * 11) % span;
     return Tr::from(static_cast<double>(k) - Tr::mag());
   } else {
     using U = typename Tr::U;
-    if (op == ReduceOp::prod) {  // small factors so products do not collapse to 0
-      const U v = static_cast<U>(((h >> 33) % 5) + 1);
+    if (op == ReduceOp::prod) {  // odd factors: units, so products never collapse to 0
+      const U v = static_cast<U>(2 * ((h >> 33) % 5) + 3);
       return static_cast<T>(std::is_signed_v<T> && ((h >> 40) & 1) ? static_cast<U>(0) - v : v);
     }
-    return static_cast<T>(static_cast<U>(h >> 7));
+    // The element's base plus an odd multiple of the rank: distinct across
+    // ranks modulo 2^bits, in an order that varies per element.
+    return static_cast<T>(
+        static_cast<U>((mix(-1, i) >> 7) + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull));
   }
 }
 
