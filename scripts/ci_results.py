@@ -7,7 +7,7 @@
       never be reused as it is.
 
   ci_results.py summary BUILD_DIR [--expect-skip NAME]...
-      Reads BUILD_DIR/meson-logs/testlog.json and the list of tests the build
+      Reads BUILD_DIR/meson-logs/testlog*.json (the newest) and the list of tests the build
       defines (meson test --list). Prints every test that did not pass, every
       skip with its reason, and every sanitizer report found in a test's
       output; then a last line "PASSED FAILED SKIPPED" (three integers) for
@@ -16,6 +16,7 @@
       whose output holds a sanitizer report, a skip not named with
       --expect-skip, and every test the build defines that has no result.
 """
+import glob
 import json
 import os
 import re
@@ -75,7 +76,11 @@ def last_lines(text, n=5):
 
 
 def summary(build_dir, expected_skips):
-    log = os.path.join(build_dir, "meson-logs", "testlog.json")
+    # meson test names the log after its --wrapper (testlog-test-wrapper.sh.json):
+    # the newest testlog*.json is this run's (test.sh removes older ones first).
+    logs = glob.glob(os.path.join(build_dir, "meson-logs", "testlog*.json"))
+    log = max(logs, key=os.path.getmtime) if logs else os.path.join(build_dir, "meson-logs",
+                                                                       "testlog.json")
     results = {}
     if os.path.exists(log):
         with open(log, encoding="utf-8", errors="replace") as f:

@@ -48,7 +48,7 @@ run_suite() {
     tail -n 60 "$dir.build.log"; echo "FAILED: build of $dir"; failed=$((failed + 1)); return
   fi
   echo "=== test $dir"
-  rm -f "$dir/meson-logs/testlog.json"
+  rm -f "$dir"/meson-logs/testlog*.json
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs --num-processes 2 --wrapper "$wrapper" \
     ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1

@@ -2,6 +2,7 @@
 // chorus_init with an explicit configuration against an in-process store.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -41,6 +42,13 @@ std::vector<int> run(int n, const std::function<int(int, chorus_comm_t)>& body) 
     });
   for (auto& t : threads) t.join();
   return results;
+}
+
+// Waits (bounded: 60 s) until another thread rank sets `flag`.
+void wait_for(const std::atomic<bool>& flag) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!flag && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 bool all_zero(const std::vector<int>& v) {
@@ -184,13 +192,14 @@ TEST_CASE("c api: waits without a timeout run queued calls in order, whoever run
 }
 
 TEST_CASE("c api: a blocking call stuck behind a non-blocking one times out and aborts") {
-  auto results = run(2, [](int rank, chorus_comm_t comm) {
+  std::atomic<bool> rank0_gave_up{false};
+  auto results = run(2, [&](int rank, chorus_comm_t comm) {
     int32_t x = 1;
     if (rank == 1) {
-      // Absent while rank 0 gives up. Its first call may still complete
+      // Absent until rank 0 has given up. Its first call may still complete
       // (rank 0's input was posted before the abort); the next must fail,
       // promptly.
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      wait_for(rank0_gave_up);
       auto start = std::chrono::steady_clock::now();
       bool failed = false;
       for (int i = 0; i < 2 && !failed; ++i)
@@ -201,8 +210,10 @@ TEST_CASE("c api: a blocking call stuck behind a non-blocking one times out and 
     chorus_request_t req = nullptr;
     if (chorus_iallreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &req)) return 1;
     int32_t y = 2;
-    if (chorus_allreduce(comm, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, 50) != CHORUS_ERR_TIMEOUT)
-      return 2;
+    const bool timed_out =
+        chorus_allreduce(comm, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, 50) == CHORUS_ERR_TIMEOUT;
+    rank0_gave_up = true;
+    if (!timed_out) return 2;
     if (std::strstr(chorus_comm_last_error(comm), "earlier calls") == nullptr) return 3;
     // The outstanding call ends with the abort, and later calls are refused.
     if (chorus_wait(&req, 20000) == CHORUS_SUCCESS) return 4;
@@ -214,10 +225,11 @@ TEST_CASE("c api: a blocking call stuck behind a non-blocking one times out and 
 }
 
 TEST_CASE("c api: a wait that times out leaves the request valid") {
-  auto results = run(2, [](int rank, chorus_comm_t comm) {
+  std::atomic<bool> rank0_timed_out{false};
+  auto results = run(2, [&](int rank, chorus_comm_t comm) {
     int32_t x = 1;
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // late partner
+      wait_for(rank0_timed_out);  // a late partner
       return chorus_allreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, 0) == CHORUS_SUCCESS &&
                      x == 2
                  ? 0
@@ -225,7 +237,9 @@ TEST_CASE("c api: a wait that times out leaves the request valid") {
     }
     chorus_request_t req = nullptr;
     if (chorus_iallreduce(comm, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &req)) return 2;
-    if (chorus_wait(&req, 20) != CHORUS_ERR_TIMEOUT || req == nullptr) return 3;
+    const bool timed_out = chorus_wait(&req, 20) == CHORUS_ERR_TIMEOUT;
+    rank0_timed_out = true;
+    if (!timed_out || req == nullptr) return 3;
     if (std::strstr(chorus_comm_last_error(comm), "allreduce") == nullptr) return 4;
     if (chorus_wait(&req, 20000) != CHORUS_SUCCESS || x != 2) return 5;
     return 0;

@@ -86,7 +86,8 @@ TEST_CASE("inproc: FIFO per (peer, tag), tags independent, zero bytes", "[inproc
   CHECK(error_of(z2).first == CHORUS_SUCCESS);
   auto self_r = c.irecv(2, 9, kSig, {});
   auto self_s = c.isend(2, 9, kSig, {});
-  CHECK(self_r->done());
+  CHECK(error_of(self_r).first == CHORUS_SUCCESS);
+  CHECK(error_of(self_s).first == CHORUS_SUCCESS);
 }
 
 TEST_CASE("inproc: a different signature fails both sides naming both calls", "[inproc]") {
@@ -159,6 +160,7 @@ TEST_CASE("inproc: close fails receives from the closed rank", "[inproc]") {
   auto r = c.irecv(0, 1, kSig, bytes_of(buf));
   auto s = a.isend(2, 1, kSig, bytes_of(buf));
   CHECK(error_of(r).first == CHORUS_SUCCESS);
+  CHECK(error_of(s).first == CHORUS_SUCCESS);
   a.close();
   a.close();  // idempotent
   CHECK(error_of(a.isend(2, 1, kSig, bytes_of(buf))).first == CHORUS_ERR_INVALID_USAGE);

@@ -1,22 +1,36 @@
 // A rank program for the end-to-end tests run through chorusrun. Modes:
-//   kill VICTIM    all ranks loop large allreduces; VICTIM SIGKILLs itself in
-//                  the middle of one. Survivors print their error and exit 3.
+//   kill VICTIM    all ranks loop large allreduces, every result checked;
+//                  VICTIM SIGKILLs itself in the middle of one, printing the
+//                  time (CLOCK_REALTIME, ns) just before. Survivors print
+//                  their error with the time they saw it and exit 3.
 //   mismatch BAD   rank BAD passes a different count; every rank prints its
 //                  error and exits 3.
 //   stranger       rank 0 connects to rank 1's listener with a wrong job token
 //                  (the connection must be refused) and then the job runs a
 //                  checked allreduce and exits 0.
-// SIGTERM is ignored so that chorusrun's stop does not race the survivors'
-// reports (chorusrun falls back to SIGKILL after its grace period).
+//   check          every collective (allreduce small and large, broadcast,
+//                  allgather, reduce-scatter, barrier) with its result checked
+//                  in full, under whatever CHORUS_TRANSPORT / CHORUS_ALGO the
+//                  job sets; prints "rank R: all collectives correct" after
+//                  the communicator is destroyed, and exits 0.
+//   setup-kill     rank 0 creates the job's shared-memory segment
+//                  (shm::Domain::join) and waits in the set-up window for the
+//                  others, which never join; it prints its pid first, so the
+//                  test can kill it there.
+// Every mode prints "rank R: token T" first (the job's segments and
+// processes are found by it). SIGTERM is ignored so that chorusrun's stop
+// does not race the survivors' reports (chorusrun falls back to SIGKILL).
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +38,7 @@
 #include "include/chorus.h"
 #include "lib/bootstrap/tcp_store.hpp"
 #include "lib/core/config.hpp"
+#include "transports/shm/domain.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 
@@ -59,12 +74,102 @@ int connect_as_stranger(int target) {
   return n == 0 ? 0 : 1;
 }
 
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Every collective once, each result compared in full with values computed
+// here; returns the number of wrong elements (or reports and exits 3).
+std::size_t check_all(int rank, int size, chorus_comm_t comm) {
+  std::size_t wrong = 0;
+  chorus_result_t rc;
+  // allreduce: distinct per rank and element; a large and a small call.
+  for (std::size_t count : {std::size_t(100003), std::size_t(3)}) {
+    std::vector<int32_t> in(count), out(count, -7);
+    for (std::size_t i = 0; i < count; ++i) in[i] = int32_t(i % 1000) * 7 + rank * 1001 + 1;
+    rc = chorus_allreduce(comm, in.data(), out.data(), count, CHORUS_INT32, CHORUS_SUM, 0);
+    if (rc != CHORUS_SUCCESS) std::exit(report(rank, "allreduce", rc, comm));
+    for (std::size_t i = 0; i < count; ++i) {
+      int64_t want = 0;
+      for (int q = 0; q < size; ++q) want += int32_t(i % 1000) * 7 + q * 1001 + 1;
+      wrong += out[i] != want;
+    }
+  }
+  // broadcast from the last rank.
+  const int root = size - 1;
+  std::vector<double> b(5003);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = rank == root ? 0.5 * double(i) : -1.0;
+  rc = chorus_broadcast(comm, b.data(), b.size(), CHORUS_FLOAT64, root, 0);
+  if (rc != CHORUS_SUCCESS) std::exit(report(rank, "broadcast", rc, comm));
+  for (std::size_t i = 0; i < b.size(); ++i) wrong += b[i] != 0.5 * double(i);
+  // allgather.
+  const std::size_t per = 1031;
+  std::vector<int64_t> mine(per), all(per * std::size_t(size), -1);
+  for (std::size_t i = 0; i < per; ++i) mine[i] = int64_t(rank) * 1000000 + int64_t(i);
+  rc = chorus_allgather(comm, mine.data(), all.data(), per, CHORUS_INT64, 0);
+  if (rc != CHORUS_SUCCESS) std::exit(report(rank, "allgather", rc, comm));
+  for (std::size_t i = 0; i < all.size(); ++i)
+    wrong += all[i] != int64_t(i / per) * 1000000 + int64_t(i % per);
+  // reduce-scatter, max: the winning rank changes from element to element.
+  auto contribution = [](int q, std::size_t i) {
+    return float((i * 7 + std::size_t(q) * 13) % 101);
+  };
+  std::vector<float> rs_in(per * std::size_t(size)), rs_out(per, -1.0f);
+  for (std::size_t i = 0; i < rs_in.size(); ++i) rs_in[i] = contribution(rank, i);
+  rc = chorus_reduce_scatter(comm, rs_in.data(), rs_out.data(), per, CHORUS_FLOAT32, CHORUS_MAX, 0);
+  if (rc != CHORUS_SUCCESS) std::exit(report(rank, "reduce_scatter", rc, comm));
+  for (std::size_t i = 0; i < per; ++i) {
+    float want = -1.0f;
+    for (int q = 0; q < size; ++q)
+      want = std::max(want, contribution(q, std::size_t(rank) * per + i));
+    wrong += rs_out[i] != want;
+  }
+  rc = chorus_barrier(comm, 0);
+  if (rc != CHORUS_SUCCESS) std::exit(report(rank, "barrier", rc, comm));
+  return wrong;
+}
+
+// Rank 0 holds the job's shared-memory segment, waiting in Domain::join for
+// the others to map it (they never do).
+int hold_setup_window(int rank, int size) {
+  const auto& config = chorus::global_config();
+  auto deadline = chorus::Deadline::after(std::chrono::seconds(60));
+  chorus::TcpStoreClient store(config.store_addr, config.job_token, deadline);
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // until the job is stopped
+    return 0;
+  }
+  std::printf("rank 0: pid %d joining the shared-memory domain\n", int(getpid()));
+  std::fflush(stdout);
+  chorus::shm::Domain::Options o;
+  o.rank = 0;
+  o.layout.ranks = size;
+  o.name_prefix = chorus::shm::segment_name_prefix(config.job_token);
+  o.key_prefix = "e2e-setup/";
+  o.deadline = deadline;
+  chorus::shm::Domain::join(store, o);
+  std::printf("rank 0: joined (WRONG: the others never map the segment)\n");
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   signal(SIGTERM, SIG_IGN);
   std::string mode = argc > 1 ? argv[1] : "";
   int arg = argc > 2 ? std::atoi(argv[2]) : 0;
+  {
+    const char* token = std::getenv("CHORUS_JOB_TOKEN");
+    const char* r = std::getenv("CHORUS_RANK");
+    std::printf("rank %s: token %s\n", r ? r : "?", token ? token : "");
+    std::fflush(stdout);
+  }
+  if (mode == "setup-kill") {
+    const auto& config = chorus::global_config();
+    return hold_setup_window(config.rank, config.world_size);
+  }
 
   chorus_comm_t comm = nullptr;
   chorus_result_t rc = chorus_init_from_env(&comm);
@@ -74,17 +179,32 @@ int main(int argc, char** argv) {
   chorus_comm_size(comm, &size);
 
   if (mode == "kill") {
-    std::vector<float> data(std::size_t(8) << 20, 1.0f);
+    // Small integers: sums are exact in float32 and differ per rank and element.
+    std::vector<float> data(std::size_t(8) << 20);
     for (int iter = 0; iter < 200; ++iter) {
+      for (std::size_t i = 0; i < data.size(); ++i) data[i] = float(rank + 1 + int(i % 7) + iter);
       if (rank == arg && iter == 1) {
-        std::thread([] {
+        std::thread([rank] {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
+          std::fflush(stdout);
           kill(getpid(), SIGKILL);
         }).detach();
       }
-      rc = chorus_allreduce(comm, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_MAX,
+      rc = chorus_allreduce(comm, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_SUM,
                             0);
-      if (rc != CHORUS_SUCCESS) return report(rank, "allreduce", rc, comm);
+      if (rc != CHORUS_SUCCESS) {
+        std::printf("rank %d: failed at %lld\n", rank, (long long)now_ns());
+        return report(rank, "allreduce", rc, comm);
+      }
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        const float want = float(size * (size + 1) / 2 + size * (int(i % 7) + iter));
+        if (data[i] != want) {
+          std::printf("rank %d: iteration %d element %zu is %g, not %g (WRONG)\n", rank, iter, i,
+                      double(data[i]), double(want));
+          return 4;
+        }
+      }
     }
     std::printf("rank %d: all allreduces succeeded (WRONG: a rank was killed)\n", rank);
     return 0;
@@ -115,6 +235,17 @@ int main(int argc, char** argv) {
     std::printf("rank %d: job completed\n", rank);
     return status;
   }
-  std::fprintf(stderr, "usage: e2e_rank kill|mismatch|stranger [rank]\n");
+  if (mode == "check") {
+    std::size_t wrong = check_all(rank, size, comm);
+    rc = chorus_comm_destroy(comm);
+    if (rc != CHORUS_SUCCESS) return report(rank, "destroy", rc, nullptr);
+    if (wrong) {
+      std::printf("rank %d: %zu elements wrong\n", rank, wrong);
+      return 4;
+    }
+    std::printf("rank %d: all collectives correct\n", rank);
+    return 0;
+  }
+  std::fprintf(stderr, "usage: e2e_rank kill|mismatch|stranger|check|setup-kill [rank]\n");
   return 2;
 }

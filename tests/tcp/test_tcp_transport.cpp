@@ -159,6 +159,9 @@ TEST_CASE("tcp: a mismatched call fails the receive naming both ranks and both c
   auto recv2 = world[1]->irecv(0, 1, sig_of(4, 1), small);
   CHECK(error_code(*world[1], recv2, &message) == CHORUS_ERR_MISMATCH);
   CHECK_THAT(message, Catch::Contains("64 bytes") && Catch::Contains("8 bytes"));
+  // The senders' part was done: the mismatch is the receiver's to report.
+  CHECK(error_code(*world[0], send) == CHORUS_SUCCESS);
+  CHECK(error_code(*world[0], send2) == CHORUS_SUCCESS);
   close_world(world);
 }
 
@@ -239,6 +242,10 @@ TEST_CASE("tcp: a peer that leaves with a large frame parked in the socket") {
   CHECK(got_small == small);
   auto after = world[1]->irecv(0, 5, sig_of(4, 100), got_small);
   CHECK(error_code(*world[1], after) == CHORUS_ERR_PEER_FAILURE);
+  CHECK(s1->done());
+  CHECK(s2->done());
+  CHECK(error_code(*world[0], s1) == CHORUS_SUCCESS);
+  CHECK(error_code(*world[0], s2) == CHORUS_SUCCESS);
   world[1]->close();
   closer.join();
 }

@@ -23,6 +23,7 @@
 #include "lib/core/config.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
+#include "tools/launcher/guard.hpp"
 #include "tools/launcher/output.hpp"
 #include "transports/shm/segment.hpp"
 
@@ -129,6 +130,7 @@ class Job {
   std::vector<RankProc> ranks_;
   OutputForwarder output_;
   UniqueFd sigfd_;
+  std::optional<JobGuard> guard_;  // kills the ranks' groups if chorusrun is killed
   sigset_t old_mask_{};
   int running_ = 0;
   enum class State { kRunning, kStopping, kKilling } state_ = State::kRunning;
@@ -218,6 +220,7 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
       _exit(127);
     }
     setpgid(pid, pid);  // also here, so killpg works before the child ran
+    guard_->watch(pid);
     ranks_[r].pid = pid;
     ranks_[r].running = true;
     if (ranks_[r].out.valid()) {
@@ -293,9 +296,9 @@ void Job::kill_adopted() {
     std::ifstream children(task.path() / "children");
     pid_t pid;
     while (children >> pid) {
-      bool is_rank = false;
-      for (auto& rank : ranks_) is_rank |= rank.pid == pid && rank.running;
-      if (!is_rank) kill(pid, SIGKILL);
+      bool spare = pid == guard_->pid();  // the guard is dismissed, not killed
+      for (auto& rank : ranks_) spare |= rank.pid == pid && rank.running;
+      if (!spare) kill(pid, SIGKILL);
     }
   }
 }
@@ -335,6 +338,7 @@ int Job::run() {
   if (!sigfd_.valid()) throw IoError(CHORUS_ERR_IO, errno_message("signalfd", errno));
   signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the supervisor
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  guard_.emplace(static_cast<std::size_t>(o_.np));  // before the store's thread starts
 
   std::string token = random_token();
   TcpStoreServer server(token, "127.0.0.1", 0);
@@ -409,6 +413,7 @@ int Job::run() {
       break;
     }
   }
+  guard_->dismiss();  // every rank's group was signalled above
   // Ranks unlink their shared-memory segments once all have mapped them; one
   // killed inside that window would leave its segment behind.
   for (const std::string& name : shm::remove_segments(shm::segment_name_prefix(token)))

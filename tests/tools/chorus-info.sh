@@ -1,0 +1,30 @@
+# chorus-info: the registry, the plan and the transports, offline and inside a
+# job. Usage: chorus-info.sh CHORUS_INFO CHORUSRUN. Every command's output is
+# captured first and its exit status checked (a crash after printing the
+# expected line must fail), then searched.
+set -uo pipefail
+info=$1 chorusrun=$2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect "WHAT" PATTERN COMMAND...: COMMAND succeeds and prints a line matching PATTERN.
+expect() {
+  local what=$1 pattern=$2 out
+  shift 2
+  out=$("$@" 2>&1) || fail "$what: exit status $? from $*: $out"
+  grep -qE -- "$pattern" <<<"$out" || fail "$what: no line matching '$pattern' in: $out"
+}
+expect "config lists CHORUS_TIMEOUT" '^CHORUS_TIMEOUT ' "$info" --config
+expect "plan honours CHORUS_ALGO" 'CHORUS_ALGO chose ring' env CHORUS_ALGO=allreduce:0-inf:ring "$info" --plan --np 4
+expect "plan: oversubscribed hosts take recursive doubling" recursive_doubling "$info" --plan --np 8 --ranks-on-host 4
+CHORUS_TIMEOUT=-1 "$info" --config >/dev/null 2>&1 && fail "CHORUS_TIMEOUT=-1 was accepted"
+expect "plan: one host is shared memory" 'shm .*all 4 ranks share this host' "$info" --plan --np 4
+expect "transports: one host" '^collectives: shared memory' "$info" --transports --np 2
+expect "transports: two hosts" '^collectives: point-to-point algorithms \(the 4 ranks run on 2 hosts\)' \
+  "$info" --transports --np 4 --hosts a,a,b,b
+expect "transports: forced TCP" 'rank 1 -> rank 0: tcp \(CHORUS_TRANSPORT=tcp\)' \
+  env CHORUS_TRANSPORT=tcp "$info" --transports --np 2
+# Inside a job: the job's host identities, and TCP between every pair.
+out=$(timeout 60 "$chorusrun" -np 3 "$info" --transports 2>&1) || fail "job: exit status $?: $out"
+grep -q "host identities of this job via chorusrun" <<<"$out" || fail "job: no host identities: $out"
+pairs=$(grep -cE '^rank [0-2] -> rank [0-2]: tcp' <<<"$out")
+[ "$pairs" = 6 ] || fail "job: $pairs TCP pairs, expected 6: $out"
+echo PASS
