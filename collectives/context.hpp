@@ -6,11 +6,11 @@
 #include <span>
 #include <string>
 
-#include "lib/core/contract.hpp"
-#include "lib/core/deadline.hpp"
-#include "lib/core/dtype.hpp"
-#include "lib/core/scratch.hpp"
-#include "transports/shm/domain.hpp"
+#include "base/core/contract.hpp"
+#include "base/core/deadline.hpp"
+#include "base/core/dtype.hpp"
+#include "base/core/scratch.hpp"
+#include "collectives/shm/domain.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {

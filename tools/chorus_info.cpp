@@ -13,10 +13,10 @@
 #include <cstdio>
 
 #include "collectives/tuner/selection.hpp"
-#include "lib/bootstrap/env.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/topology/host.hpp"
+#include "base/bootstrap/env.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
+#include "base/topology/host.hpp"
 #include "transports/routes.hpp"
 
 namespace {

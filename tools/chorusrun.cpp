@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <set>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
 #include "tools/launcher/job.hpp"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/topology/host.hpp"
+#include "base/topology/host.hpp"
 
 namespace chorus {
 

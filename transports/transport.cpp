@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus {
 

@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/core/completion.hpp"
-#include "lib/core/contract.hpp"
-#include "lib/core/deadline.hpp"
+#include "base/core/completion.hpp"
+#include "base/core/contract.hpp"
+#include "base/core/deadline.hpp"
 
 namespace chorus {
 

@@ -4,7 +4,7 @@
 #include "collectives/common/validate.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus {
 

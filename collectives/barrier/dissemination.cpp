@@ -3,7 +3,7 @@
 #include <array>
 
 #include "collectives/patterns/ring.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus {
 

@@ -6,7 +6,7 @@
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/common/validate.hpp"
 #include "collectives/patterns/ring.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "collectives/common/scratch_slots.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/memcopy.hpp"
+#include "base/core/error.hpp"
+#include "base/core/memcopy.hpp"
 
 namespace chorus {
 

@@ -1,6 +1,6 @@
 // The shared-memory pipeline that the shm collectives are plans for.
 //
-// Terms: n ranks share a Domain (transports/shm/domain.hpp). A call is cut
+// Terms: n ranks share a Domain (collectives/shm/domain.hpp). A call is cut
 // into rounds; in round g every rank uses slot g % slots of its staging area,
 // a buffer of n pieces. A plan says, per round, what each rank stages into its
 // own slot, which piece (if any) it reduces across all ranks' slots, and what
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
-#include "lib/core/dtype.hpp"
+#include "base/core/dtype.hpp"
 
 namespace chorus {
 
@@ -64,7 +64,7 @@ class ShmPlan {
   virtual ~ShmPlan() = default;
   virtual uint64_t rounds() const = 0;
   // Bytes this rank writes to its output: large outputs are written with
-  // streaming stores (lib/core/memcopy.hpp).
+  // streaming stores (base/core/memcopy.hpp).
   virtual std::size_t output_bytes() const = 0;
   virtual void stage(uint64_t round, std::vector<ShmStage>& out) const = 0;
   virtual bool reduces() const { return false; }

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus {
 

@@ -1,6 +1,6 @@
 #include "collectives/patterns/ring.hpp"
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus::patterns {
 

@@ -5,8 +5,8 @@
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/validate.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus {
 

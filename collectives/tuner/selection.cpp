@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "collectives/patterns/recursive_doubling.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus {
 namespace {

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/core/contract.hpp"
+#include "base/core/contract.hpp"
 
 namespace chorus {
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chorus.h>
+#include <chorus/error.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -20,16 +21,6 @@
 #include <utility>
 
 namespace chorus {
-
-class Error : public std::runtime_error {
- public:
-  Error(chorus_result_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
-  chorus_result_t code() const noexcept { return code_; }
-
- private:
-  chorus_result_t code_;
-};
 
 enum class Op {
   sum = CHORUS_SUM,

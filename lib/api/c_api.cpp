@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "lib/api/handles.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 using chorus::DataType;
 using chorus::Deadline;

@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus::api {
 

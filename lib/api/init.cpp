@@ -5,13 +5,13 @@
 #include <algorithm>
 
 #include "lib/api/handles.hpp"
-#include "lib/bootstrap/env.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/topology/host.hpp"
+#include "base/bootstrap/env.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
+#include "base/topology/host.hpp"
 #include "transports/routed.hpp"
 #include "transports/routes.hpp"
-#include "transports/shm/domain.hpp"
+#include "collectives/shm/domain.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #ifdef CHORUS_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"

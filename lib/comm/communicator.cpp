@@ -16,8 +16,8 @@
 #include "collectives/common/validate.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
 #include "collectives/reduce_scatter/shm.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus {
 namespace {

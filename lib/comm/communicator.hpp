@@ -18,11 +18,11 @@
 
 #include "collectives/context.hpp"
 #include "collectives/tuner/selection.hpp"
-#include "lib/core/completion.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/contract.hpp"
-#include "lib/core/dtype.hpp"
-#include "lib/core/scratch.hpp"
+#include "base/core/completion.hpp"
+#include "base/core/config.hpp"
+#include "base/core/contract.hpp"
+#include "base/core/dtype.hpp"
+#include "base/core/scratch.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "include/chorus.h"
-#include "lib/bootstrap/tcp_store.hpp"
+#include "base/bootstrap/tcp_store.hpp"
 
 namespace {
 

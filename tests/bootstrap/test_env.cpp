@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "lib/bootstrap/env.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/env.hpp"
+#include "base/core/error.hpp"
 
 using namespace chorus;
 

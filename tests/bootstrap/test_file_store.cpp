@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "lib/bootstrap/file_store.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/file_store.hpp"
+#include "base/core/error.hpp"
 
 using namespace chorus;
 

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <thread>
 
-#include "lib/bootstrap/net.hpp"
-#include "lib/bootstrap/store_wire.hpp"
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/net.hpp"
+#include "base/bootstrap/store_wire.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/error.hpp"
 #include "tests/common/log_capture.hpp"
 
 using namespace chorus;

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include "lib/core/dtype.hpp"
+#include "base/core/dtype.hpp"
 
 namespace chorus::test {
 

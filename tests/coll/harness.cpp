@@ -7,8 +7,8 @@
 #include <map>
 #include <thread>
 
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/error.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #ifdef CHORUS_TEST_UCX

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
-#include "lib/core/scratch.hpp"
+#include "base/core/scratch.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus::test {

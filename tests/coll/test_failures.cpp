@@ -12,7 +12,7 @@
 #include "collectives/barrier/dissemination.hpp"
 #include "collectives/broadcast/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 #include "tests/coll/harness.hpp"
 #include "tests/coll/values.hpp"
 

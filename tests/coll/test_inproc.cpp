@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 #include "tests/coll/harness.hpp"
 #include "transports/inproc/inproc.hpp"
 

@@ -13,7 +13,7 @@
 #include "collectives/allreduce/shm.hpp"
 #include "collectives/barrier/shm.hpp"
 #include "collectives/broadcast/shm.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 #include "tests/coll/harness.hpp"
 
 using namespace chorus;

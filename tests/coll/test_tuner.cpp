@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "collectives/tuner/selection.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 using namespace chorus;
 

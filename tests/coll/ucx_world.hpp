@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "lib/bootstrap/store.hpp"
+#include "base/bootstrap/store.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus::test {

@@ -23,7 +23,7 @@
 #include <string>
 #include <type_traits>
 
-#include "lib/core/dtype.hpp"
+#include "base/core/dtype.hpp"
 
 namespace chorus::test {
 

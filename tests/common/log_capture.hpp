@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/log.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus::test {
 

@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "include/chorus.h"
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/config.hpp"
-#include "transports/shm/domain.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/config.hpp"
+#include "collectives/shm/domain.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 

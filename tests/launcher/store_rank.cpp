@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap/env.hpp"
-#include "lib/core/config.hpp"
+#include "base/bootstrap/env.hpp"
+#include "base/core/config.hpp"
 
 using namespace chorus;
 

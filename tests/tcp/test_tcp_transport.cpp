@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/error.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/tcp/wire.hpp"

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/error.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/error.hpp"
 #include "transports/ucx/ucx_tls.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "lib/bootstrap/tcp_store.hpp"
+#include "base/bootstrap/tcp_store.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 int main(int argc, char** argv) {

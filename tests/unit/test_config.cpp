@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
 
 using namespace chorus;
 

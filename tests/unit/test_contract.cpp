@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "lib/core/contract.hpp"
+#include "base/core/contract.hpp"
 
 using namespace chorus;
 

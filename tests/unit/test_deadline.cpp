@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "lib/core/deadline.hpp"
+#include "base/core/deadline.hpp"
 
 using namespace chorus;
 using namespace std::chrono_literals;

@@ -1,6 +1,6 @@
 // Data types, reduce kernels, f16/bf16 conversions.
 //
-// References are written here independently of lib/core/dtype.cpp: 16-bit
+// References are written here independently of base/core/dtype.cpp: 16-bit
 // floats are decoded with ldexp and encoded with frexp/ldexp and an explicit
 // round-half-to-even on the scaled significand, all in double. Results of f16,
 // bf16 and f32 kernels must equal the correctly rounded result of the exact
@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "lib/core/dtype.hpp"
-#include "lib/core/error.hpp"
+#include "base/core/dtype.hpp"
+#include "base/core/error.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

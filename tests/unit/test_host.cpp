@@ -1,10 +1,10 @@
-// CPUs per host (lib/topology/host.hpp): the union of the ranks' affinities,
+// CPUs per host (base/topology/host.hpp): the union of the ranks' affinities,
 // so that ranks bound one per CPU fit the host.
 #include <catch2/catch.hpp>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/topology/host.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
+#include "base/topology/host.hpp"
 
 using namespace chorus;
 

@@ -1,4 +1,4 @@
-// Streaming copies (lib/core/memcopy.hpp) against memcpy: every small size
+// Streaming copies (base/core/memcopy.hpp) against memcpy: every small size
 // and misalignment of source and destination, and a large copy.
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/core/memcopy.hpp"
+#include "base/core/memcopy.hpp"
 
 using namespace chorus;
 

@@ -1,7 +1,7 @@
 // Transport choice per peer (transports/routes.hpp) from host identities.
 #include <catch2/catch.hpp>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 #include "transports/routes.hpp"
 
 using namespace chorus;

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus::launcher {
 namespace {

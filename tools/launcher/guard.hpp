@@ -16,7 +16,7 @@
 
 #include <cstddef>
 
-#include "lib/bootstrap/net.hpp"
+#include "base/bootstrap/net.hpp"
 
 namespace chorus::launcher {
 

@@ -18,14 +18,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "lib/bootstrap/net.hpp"
-#include "lib/bootstrap/tcp_store.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/bootstrap/net.hpp"
+#include "base/bootstrap/tcp_store.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "tools/launcher/guard.hpp"
 #include "tools/launcher/output.hpp"
-#include "transports/shm/segment.hpp"
+#include "collectives/shm/segment.hpp"
 
 extern char** environ;
 

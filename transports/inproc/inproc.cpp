@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus {
 namespace {

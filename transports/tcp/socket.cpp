@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <string_view>
 
-#include "lib/core/error.hpp"
+#include "base/core/error.hpp"
 
 namespace chorus::tcp {
 

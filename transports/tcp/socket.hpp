@@ -1,4 +1,4 @@
-// Socket helpers of the TCP transport, on top of lib/bootstrap/net.hpp (file
+// Socket helpers of the TCP transport, on top of base/bootstrap/net.hpp (file
 // descriptors, host:port parsing, connecting with retry, writing with a
 // deadline), adding what connection set-up needs: a listener on an ephemeral
 // port, socket tuning, and exact reads/writes that throw.
@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
-#include "lib/bootstrap/net.hpp"
-#include "lib/core/deadline.hpp"
+#include "base/bootstrap/net.hpp"
+#include "base/core/deadline.hpp"
 
 namespace chorus::tcp {
 

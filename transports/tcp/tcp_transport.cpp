@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "transports/tcp/epoll_ids.hpp"
 
 namespace chorus::tcp {

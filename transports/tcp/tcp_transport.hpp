@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "include/chorus.h"
-#include "lib/bootstrap/store.hpp"
-#include "lib/core/config.hpp"
+#include "base/bootstrap/store.hpp"
+#include "base/core/config.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"

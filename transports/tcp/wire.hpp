@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "lib/core/contract.hpp"
+#include "base/core/contract.hpp"
 
 namespace chorus::tcp {
 

@@ -2,8 +2,8 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace chorus::ucx {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "transports/ucx/ucx_tls.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 

@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 
 namespace chorus::ucx {
 namespace {

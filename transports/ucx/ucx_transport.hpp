@@ -55,7 +55,7 @@
 #include <vector>
 
 #include "include/chorus.h"
-#include "lib/bootstrap/store.hpp"
+#include "base/bootstrap/store.hpp"
 #include "transports/transport.hpp"
 #include "transports/ucx/ucx_wire.hpp"
 

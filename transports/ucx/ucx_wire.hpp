@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "lib/core/contract.hpp"
+#include "base/core/contract.hpp"
 
 namespace chorus::ucx {
 

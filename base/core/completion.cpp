@@ -1,0 +1,90 @@
+#include "base/core/completion.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace chorus {
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  struct timespec ts;
+  ts.tv_sec = timeout.count() / 1000000000;
+  ts.tv_nsec = timeout.count() % 1000000000;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
+          0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+          nullptr, 0);
+}
+
+void spin_pause(unsigned round) {
+  if (round < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    sched_yield();
+  }
+}
+
+void spin_step(const Spin& spin, unsigned& round) {
+  if (spin.yield_each)
+    sched_yield();
+  else
+    spin_pause(round);
+  ++round;
+}
+
+bool Completion::claim() {
+  uint32_t expected = kPending;
+  return state_.compare_exchange_strong(expected, kBusy, std::memory_order_acq_rel);
+}
+
+void Completion::publish(uint32_t state) {
+  state_.store(state, std::memory_order_release);
+  if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake_all(state_);
+}
+
+void Completion::complete() {
+  if (claim()) publish(kDone);
+}
+
+void Completion::fail(std::exception_ptr error) {
+  if (!claim()) return;
+  error_ = std::move(error);
+  publish(kFailed);
+}
+
+void Completion::rethrow_if_failed() const {
+  if (failed() && error_) std::rethrow_exception(error_);
+}
+
+bool Completion::wait(const Deadline& deadline, int spin_us) {
+  if (done()) return true;
+  auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
+  unsigned round = 0;
+  while (Clock::now() < spin_end) {
+    if (done()) return true;
+    spin_pause(round++);
+  }
+  while (true) {
+    uint32_t s = state_.load(std::memory_order_acquire);
+    if (s == kDone || s == kFailed) return true;
+    if (deadline.expired()) return false;
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    s = state_.load(std::memory_order_seq_cst);
+    if (s == kPending || s == kBusy)
+      futex_wait(
+          state_, s,
+          std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(100)));
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+}  // namespace chorus

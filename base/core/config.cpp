@@ -1,0 +1,323 @@
+#include "base/core/config.hpp"
+
+#include <fmt/format.h>
+
+#include <sched.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "base/core/error.hpp"
+
+namespace chorus {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+double parse_double(std::string_view text) {
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size())
+    throw UsageError(fmt::format("'{}' is not a number", text));
+  return value;
+}
+
+// An int variable with a lower bound (values must also fit in an int: no
+// silent wrap-around of e.g. CHORUS_WORLD_SIZE=4294967297 to 1).
+ConfigVar int_var(const char* name, const char* def, const char* doc, int Config::*field,
+                  int min_value) {
+  return {name, def, doc,
+          [field, min_value](Config& c, std::string_view v) {
+            const int64_t n = parse_int(v);
+            if (n < min_value || n > INT32_MAX)
+              throw UsageError(fmt::format("{} is out of range [{}, {}]", n, min_value, INT32_MAX));
+            c.*field = static_cast<int>(n);
+          },
+          [field](const Config& c) { return std::to_string(c.*field); }};
+}
+ConfigVar str_var(const char* name, const char* def, const char* doc, std::string Config::*field) {
+  return {name, def, doc, [field](Config& c, std::string_view v) { c.*field = std::string(v); },
+          [field](const Config& c) { return c.*field; }};
+}
+ConfigVar bytes_var(const char* name, const char* def, const char* doc,
+                    std::size_t Config::*field) {
+  return {name, def, doc, [field](Config& c, std::string_view v) { c.*field = parse_bytes(v); },
+          [field](const Config& c) { return format_bytes(c.*field); }};
+}
+ConfigVar seconds_var(const char* name, const char* def, const char* doc, double Config::*field) {
+  return {name, def, doc,
+          [field, name](Config& c, std::string_view v) {
+            double s = parse_seconds(v);
+            if (s <= 0) throw UsageError(fmt::format("{} must be positive", name));
+            c.*field = s;
+          },
+          [field](const Config& c) { return fmt::format("{}", c.*field); }};
+}
+
+std::vector<ConfigVar> build_registry() {
+  std::vector<ConfigVar> r;
+  r.push_back(
+      int_var("CHORUS_RANK", "-1", "Rank of this process (set by chorusrun).", &Config::rank, -1));
+  r.push_back(int_var("CHORUS_WORLD_SIZE", "0", "Number of ranks in the job (set by chorusrun).",
+                      &Config::world_size, 0));
+  r.push_back(int_var("CHORUS_LOCAL_RANK", "-1", "Rank among the ranks on this host.",
+                      &Config::local_rank, -1));
+  r.push_back(
+      int_var("CHORUS_LOCAL_SIZE", "0", "Number of ranks on this host.", &Config::local_size, 0));
+  r.push_back(
+      str_var("CHORUS_STORE_ADDR", "", "host:port of the rendezvous store.", &Config::store_addr));
+  r.push_back(str_var("CHORUS_JOB_TOKEN", "",
+                      "Shared secret of the job; connections without it are refused.",
+                      &Config::job_token));
+  r.push_back(str_var("CHORUS_HOST_ID", "",
+                      "Overrides the host identity (which ranks share a machine).",
+                      &Config::host_id));
+  r.push_back({"CHORUS_LOG_LEVEL", "warn", "trace, debug, info, warn, error, critical or off.",
+               [](Config& c, std::string_view v) {
+                 static const char* levels[] = {"trace", "debug",    "info", "warn",
+                                                "error", "critical", "off"};
+                 std::string l = lower(v);
+                 if (l == "warning") l = "warn";
+                 for (auto* known : levels)
+                   if (l == known) {
+                     c.log_level = l;
+                     return;
+                   }
+                 throw UsageError(fmt::format("unknown log level '{}'", v));
+               },
+               [](const Config& c) { return c.log_level; }});
+  r.push_back(seconds_var("CHORUS_TIMEOUT", "300",
+                          "Default deadline of every blocking call (seconds, or 500ms, 2m).",
+                          &Config::timeout_s));
+  r.push_back(seconds_var("CHORUS_CONNECT_TIMEOUT", "60",
+                          "Deadline for bootstrap and connection set-up.",
+                          &Config::connect_timeout_s));
+  r.push_back({"CHORUS_SEGMENT_SIZE", "auto",
+               "Largest message of a pipelined algorithm step (bytes, K/M/G suffixes); auto: "
+               "256K to 1M by message size (see chorus-info --plan).",
+               [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.segment_bytes = 0;
+                   return;
+                 }
+                 auto b = parse_bytes(v);
+                 if (b < 8) throw UsageError("CHORUS_SEGMENT_SIZE must be at least 8 bytes");
+                 c.segment_bytes = b;
+               },
+               [](const Config& c) {
+                 return c.segment_bytes == 0 ? std::string("auto") : format_bytes(c.segment_bytes);
+               }});
+  r.push_back({"CHORUS_SPIN_US", "auto",
+               "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50; when "
+               "this host has more ranks than cores, the polling yields the core at every "
+               "check.",
+               [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.spin_us = -1;
+                   return;
+                 }
+                 const int64_t n = parse_int(v);
+                 if (n < 0 || n > 10'000'000)
+                   throw UsageError(fmt::format("{} is out of range [0, 10000000] (or auto)", n));
+                 c.spin_us = static_cast<int>(n);
+               },
+               [](const Config& c) {
+                 return c.spin_us < 0 ? std::string("auto") : std::to_string(c.spin_us);
+               }});
+  r.push_back({"CHORUS_TRANSPORT", "auto",
+               "Force a transport: auto, tcp, ucx or shm. auto: shared-memory collectives when "
+               "every rank is on this host, point-to-point over UCX where built, else TCP. tcp / "
+               "ucx: everything over that transport. shm: shared-memory collectives (every rank "
+               "must share the host), point-to-point over TCP.",
+               [](Config& c, std::string_view v) {
+                 std::string t = lower(v);
+                 if (t != "auto" && t != "tcp" && t != "ucx" && t != "shm")
+                   throw UsageError(fmt::format("unknown transport '{}' (auto, tcp, ucx, shm)", v));
+                 c.transport = t;
+               },
+               [](const Config& c) { return c.transport; }});
+  r.push_back({"CHORUS_SHM_CHUNK", "auto",
+               "Bytes each rank reduces per round of a shared-memory collective (multiple of 64; "
+               "K/M suffixes). auto: 256K / ranks (a round stays in cache), 512K / ranks when "
+               "ranks outnumber cores (fewer rounds); at least 16K.",
+               [](Config& c, std::string_view v) {
+                 if (lower(v) == "auto") {
+                   c.shm_chunk_bytes = 0;
+                   return;
+                 }
+                 auto b = parse_bytes(v);
+                 if (b < 64 || b % 64 != 0)
+                   throw UsageError("CHORUS_SHM_CHUNK must be a positive multiple of 64 bytes");
+                 c.shm_chunk_bytes = b;
+               },
+               [](const Config& c) {
+                 return c.shm_chunk_bytes == 0 ? std::string("auto")
+                                               : format_bytes(c.shm_chunk_bytes);
+               }});
+  r.push_back({"CHORUS_SHM_SMALL_MAX", "16K",
+               "Largest shared-memory allreduce that takes the latency path (one "
+               "synchronisation, every rank reduces everything); multiple of 64, 0 disables it.",
+               [](Config& c, std::string_view v) {
+                 auto b = parse_bytes(v);
+                 if (b % 64 != 0 || b > (64u << 20))
+                   throw UsageError("CHORUS_SHM_SMALL_MAX must be a multiple of 64 up to 64M");
+                 c.shm_small_max = b;
+               },
+               [](const Config& c) { return format_bytes(c.shm_small_max); }});
+  r.push_back(str_var("CHORUS_ALGO", "",
+                      "Algorithm override: collective:lo-hi:algo[,lo-hi:algo][;...], e.g. "
+                      "allreduce:0-64K:recursive_doubling,64K-inf:ring.",
+                      &Config::algo));
+  r.push_back(str_var("CHORUS_TCP_BIND_ADDR", "",
+                      "Address TCP listens on (default: the address used to reach the store).",
+                      &Config::tcp_bind_addr));
+  r.push_back(bytes_var("CHORUS_TCP_SOCKET_BUFFER", "4M", "SO_SNDBUF/SO_RCVBUF of TCP sockets.",
+                        &Config::tcp_socket_buffer));
+  r.push_back(bytes_var("CHORUS_TCP_ZERO_COPY_MIN", "4K",
+                        "Receive payloads of at least this size straight into user buffers.",
+                        &Config::tcp_zero_copy_min));
+  return r;
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+EnvLookup map_env(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {
+    auto it = values.find(std::string(name));
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::span<const ConfigVar> config_registry() {
+  static const std::vector<ConfigVar> registry = build_registry();
+  return registry;
+}
+
+Config load_config(const EnvLookup& env) {
+  Config config;
+  for (const auto& v : config_registry()) {
+    auto value = env(v.name);
+    if (!value || value->empty()) continue;
+    try {
+      v.parse(config, *value);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{}='{}': {}", v.name, *value, e.what()));
+    }
+  }
+  return config;
+}
+
+int online_cores() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+int resolve_spin_us(int configured) {
+  return configured >= 0 ? configured : 50;
+}
+
+const Config& global_config() {
+  static const Config config = load_config(process_env());
+  return config;
+}
+
+int64_t parse_int(std::string_view text) {
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty())
+    throw UsageError(fmt::format("'{}' is not an integer", text));
+  return value;
+}
+
+bool parse_bool(std::string_view text) {
+  std::string l = lower(text);
+  if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+  if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+  throw UsageError(fmt::format("'{}' is not a boolean (1/0, true/false, yes/no, on/off)", text));
+}
+
+std::size_t parse_bytes(std::string_view text) {
+  if (text.empty()) throw UsageError("empty size");
+  std::size_t multiplier = 1;
+  std::string_view digits = text;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K':
+      multiplier = 1ull << 10;
+      break;
+    case 'M':
+      multiplier = 1ull << 20;
+      break;
+    case 'G':
+      multiplier = 1ull << 30;
+      break;
+    case 'T':
+      multiplier = 1ull << 40;
+      break;
+    default:
+      break;
+  }
+  if (multiplier != 1) digits.remove_suffix(1);
+  if (!digits.empty() && (digits.back() == 'i' || digits.back() == 'I'))
+    throw UsageError(fmt::format("'{}': write sizes as 64K, 1M (powers of two)", text));
+  int64_t n = parse_int(digits);
+  if (n < 0) throw UsageError(fmt::format("'{}' is negative", text));
+  if (static_cast<uint64_t>(n) > UINT64_MAX / multiplier)
+    throw UsageError(fmt::format("'{}' is too large", text));
+  return static_cast<std::size_t>(n) * multiplier;
+}
+
+double parse_seconds(std::string_view text) {
+  std::string l = lower(text);
+  std::string_view t = l;
+  double scale = 1;
+  if (t.ends_with("ms")) {
+    scale = 1e-3;
+    t.remove_suffix(2);
+  } else if (t.ends_with("us")) {
+    scale = 1e-6;
+    t.remove_suffix(2);
+  } else if (t.ends_with("s")) {
+    t.remove_suffix(1);
+  } else if (t.ends_with("m")) {
+    scale = 60;
+    t.remove_suffix(1);
+  } else if (t.ends_with("h")) {
+    scale = 3600;
+    t.remove_suffix(1);
+  }
+  double v = parse_double(t);
+  if (v < 0) throw UsageError(fmt::format("'{}' is negative", text));
+  // from_chars accepts "nan" and "inf"; neither is a duration (no wait is unbounded).
+  if (!std::isfinite(v * scale))
+    throw UsageError(fmt::format("'{}' is not a finite duration", text));
+  return v * scale;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  static const char* suffix[] = {"", "K", "M", "G", "T"};
+  int i = 0;
+  while (i < 4 && bytes != 0 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++i;
+  }
+  return fmt::format("{}{}", bytes, suffix[i]);
+}
+
+}  // namespace chorus

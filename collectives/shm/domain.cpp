@@ -1,0 +1,424 @@
+#include "collectives/shm/domain.hpp"
+
+#include <fmt/format.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <sched.h>
+
+#include <climits>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/core/completion.hpp"
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
+#include "transports/transport.hpp"
+
+namespace chorus::shm {
+namespace {
+
+spdlog::logger& log() {
+  static spdlog::logger& subsystem = logger("shm");  // the registry locks a mutex
+  return subsystem;
+}
+
+constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
+constexpr uint32_t kVersion = 4;
+constexpr std::size_t kAlign = 64;
+// How often a sleeping waiter wakes to ask the control channel about peers.
+constexpr auto kHealthSlice = std::chrono::milliseconds(10);
+
+struct alignas(64) Header {
+  uint64_t magic;
+  uint32_t version;
+  int32_t ranks;
+  int32_t slots;
+  uint64_t piece_bytes;
+  uint64_t small_bytes;
+  uint64_t total_bytes;
+};
+
+std::size_t round_up(std::size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+// Process-shared futex on a word of the segment (the segment may be mapped at
+// different addresses; the kernel keys shared futexes by page, not address).
+void futex_wait_shared(const void* word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  struct timespec ts;
+  ts.tv_sec = timeout.count() / 1000000000;
+  ts.tv_nsec = timeout.count() % 1000000000;
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_shared(const void* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string random_suffix() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+std::string describe_layout(const Layout& l) {
+  return fmt::format("{} ranks, {} slots of {} x {} bytes, small buffers of {} bytes", l.ranks,
+                     l.slots, l.ranks, l.piece_bytes, l.small_bytes);
+}
+
+}  // namespace
+
+// --- layout ---------------------------------------------------------------
+
+namespace {
+struct RankArea {
+  std::size_t control, small, staging, total;
+};
+RankArea rank_area(const Layout& l) {
+  RankArea a{};
+  a.control = round_up(64 * (kCounterCount + 1));  // counters, announcement
+  a.small = round_up(kMailHeaderBytes + l.small_bytes) * 2;
+  a.staging = round_up(l.slot_bytes()) * static_cast<std::size_t>(l.slots);
+  a.total = a.control + a.small + a.staging;
+  return a;
+}
+}  // namespace
+
+// The header, then one cache line per counter kind for the totals, then the
+// mail sleepers' line.
+std::size_t totals_offset() {
+  return round_up(sizeof(Header));
+}
+std::size_t mail_sleepers_offset() {
+  return totals_offset() + kAlign * kCounterCount;
+}
+
+std::size_t Layout::control_offset(int rank) const {
+  return mail_sleepers_offset() + kAlign + rank_area(*this).total * static_cast<std::size_t>(rank);
+}
+std::size_t Layout::small_offset(int rank, int parity) const {
+  auto a = rank_area(*this);
+  return control_offset(rank) + a.control +
+         round_up(kMailHeaderBytes + small_bytes) * static_cast<std::size_t>(parity);
+}
+std::size_t Layout::staging_offset(int rank, int slot) const {
+  auto a = rank_area(*this);
+  return control_offset(rank) + a.control + a.small +
+         round_up(slot_bytes()) * static_cast<std::size_t>(slot);
+}
+std::size_t Layout::total_bytes() const {
+  return control_offset(ranks);
+}
+
+// --- set-up ---------------------------------------------------------------
+
+Domain::Domain(const Options& options, Segment segment)
+    : rank_(options.rank),
+      layout_(options.layout),
+      segment_(std::move(segment)),
+      options_(options) {
+  static_assert(sizeof(MailHeader) == kMailHeaderBytes);
+  for (int r = 0; r < layout_.ranks; ++r) {
+    controls_.push_back(reinterpret_cast<Control*>(segment_.data() + layout_.control_offset(r)));
+    for (int parity = 0; parity < 2; ++parity)
+      mails_.push_back(segment_.data() + layout_.small_offset(r, parity));
+  }
+}
+
+Domain::~Domain() = default;
+
+std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
+  const Layout& layout = o.layout;
+  CHORUS_CHECK(layout.ranks >= 1 && o.rank >= 0 && o.rank < layout.ranks, "ranks {} rank {}",
+               layout.ranks, o.rank);
+  CHORUS_CHECK(layout.piece_bytes % kAlign == 0 && layout.piece_bytes > 0, "piece_bytes {}",
+               layout.piece_bytes);
+  CHORUS_CHECK(layout.small_bytes % kAlign == 0, "small_bytes {}", layout.small_bytes);
+  CHORUS_CHECK(layout.slots >= 2, "slots {}", layout.slots);
+  const std::string name_key = o.key_prefix + "shm/name";
+  const std::size_t total = layout.total_bytes();
+
+  // Every rank reports whether it mapped the segment; all of them then agree
+  // on using it or not, so that no rank waits in a segment the others left.
+  Segment segment;
+  std::string status = "ok";
+  try {
+    if (o.rank == 0) {
+      std::string name = o.name_prefix + random_suffix();
+      try {
+        segment = Segment::create(name, total);
+      } catch (const Error& e) {
+        store.set(name_key, "");
+        throw;
+      }
+      auto* header = new (segment.data()) Header{};
+      header->magic = kMagic;
+      header->version = kVersion;
+      header->ranks = layout.ranks;
+      header->slots = layout.slots;
+      header->piece_bytes = layout.piece_bytes;
+      header->small_bytes = layout.small_bytes;
+      header->total_bytes = total;
+      store.set(name_key, name);
+    } else {
+      std::string name = store.get(name_key, o.deadline);
+      if (name.empty()) throw IoError(CHORUS_ERR_IO, "rank 0 could not create the segment");
+      segment = Segment::open(name, total);
+      auto* header = reinterpret_cast<const Header*>(segment.data());
+      if (header->magic != kMagic || header->version != kVersion || header->ranks != layout.ranks ||
+          header->slots != layout.slots || header->piece_bytes != layout.piece_bytes ||
+          header->small_bytes != layout.small_bytes || header->total_bytes != total)
+        throw IoError(CHORUS_ERR_MISMATCH,
+                      fmt::format("segment {} was laid out for {} ranks / {} slots / {}-byte "
+                                  "pieces / {}-byte small buffers; this rank expects {}",
+                                  name, header->ranks, header->slots, header->piece_bytes,
+                                  header->small_bytes, describe_layout(layout)));
+    }
+  } catch (const Error& e) {
+    status = e.what();
+  }
+  store.set(fmt::format("{}shm/joined/{}", o.key_prefix, o.rank), status);
+  std::vector<std::string> problems;
+  for (int r = 0; r < layout.ranks; ++r) {
+    std::string s = store.get(fmt::format("{}shm/joined/{}", o.key_prefix, r), o.deadline);
+    if (s != "ok") problems.push_back(fmt::format("rank {}: {}", r, s));
+  }
+  // Everyone has mapped it (or given up): the name can go.
+  if (o.rank == 0) segment.unlink();
+  if (!problems.empty()) {
+    log().warn(
+        "rank {}: shared-memory collectives unavailable ({}); using the point-to-point "
+        "transport",
+        o.rank, fmt::join(problems, "; "));
+    return nullptr;
+  }
+  log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
+              total, describe_layout(layout));
+  return std::unique_ptr<Domain>(new Domain(o, std::move(segment)));
+}
+
+// --- access ---------------------------------------------------------------
+
+Domain::MailHeader& Domain::mail(int rank, uint64_t mail_call) const {
+  return *reinterpret_cast<MailHeader*>(mails_[static_cast<std::size_t>(rank) * 2 + mail_call % 2]);
+}
+
+std::byte* Domain::small_buffer(int rank, uint64_t mail_call) const {
+  return reinterpret_cast<std::byte*>(&mail(rank, mail_call)) + kMailHeaderBytes;
+}
+
+std::byte* Domain::staging(int rank, uint64_t round) const {
+  return segment_.data() +
+         layout_.staging_offset(rank,
+                                static_cast<int>(round % static_cast<uint64_t>(layout_.slots)));
+}
+
+Domain::Control& Domain::control(int rank) const {
+  return *controls_[static_cast<std::size_t>(rank)];
+}
+
+Domain::SharedCounter& Domain::total(Counter c) const {
+  return *reinterpret_cast<SharedCounter*>(segment_.data() + totals_offset() +
+                                           kAlign * static_cast<std::size_t>(c));
+}
+
+Domain::SharedCounter& Domain::counter(int rank, Counter c) const {
+  return control(rank).counters[static_cast<int>(c)];
+}
+
+uint64_t Domain::take_rounds(uint64_t count) {
+  uint64_t first = next_round_;
+  next_round_ += count;
+  return first;
+}
+
+uint64_t Domain::take_small_call() {
+  return next_small_++;
+}
+
+uint64_t Domain::take_mail_call() {
+  return next_mail_++;
+}
+
+Domain::SharedCounter& Domain::mail_sleepers() const {
+  return *reinterpret_cast<SharedCounter*>(segment_.data() + mail_sleepers_offset());
+}
+
+// --- call announcements -----------------------------------------------------
+
+void Domain::announce(const CallSignature& call) {
+  Announcement& a = control(rank_).announcement;
+  a.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(static_cast<void*>(&a.sig), &call, sizeof call);
+  a.seq.store(call.seq, std::memory_order_release);
+}
+
+bool Domain::read_announcement(int rank, CallSignature& out) const {
+  const Announcement& a = control(rank).announcement;
+  const uint64_t seq = a.seq.load(std::memory_order_acquire);
+  if (seq == 0) return false;
+  std::memcpy(&out, static_cast<const void*>(&a.sig), sizeof out);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return a.seq.load(std::memory_order_relaxed) == seq;  // else rewritten meanwhile
+}
+
+void Domain::check_announcement_of(int rank, const CallSignature& call) const {
+  CallSignature theirs;
+  if (!read_announcement(rank, theirs) || theirs.seq != call.seq || theirs == call) return;
+  throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(rank, theirs, 0, rank_, call, 0));
+}
+
+void Domain::check_announcements(const CallSignature& call) const {
+  for (int r = 0; r < layout_.ranks; ++r)
+    if (r != rank_) check_announcement_of(r, call);
+}
+
+// --- synchronisation ------------------------------------------------------
+
+namespace {
+// Counters whose "every rank has reached v" is "their total has reached
+// ranks * v": each rank publishes them once per step, and no rank publishes
+// step v + 1 before every rank published v. One shared word to sleep on, and
+// one wake-up per step (by the rank that completes it) instead of one per rank.
+bool totalled(Counter c) {
+  return c != Counter::drained;
+}
+}  // namespace
+
+void Domain::publish(Counter c, uint64_t value) {
+  SharedCounter& mine = counter(rank_, c);
+  mine.value.store(value, std::memory_order_seq_cst);
+  // Pairs with the waiter's sleepers increment + re-check (both seq_cst).
+  if (totalled(c)) {
+    SharedCounter& sum = total(c);
+    uint64_t now = sum.value.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (now % static_cast<uint64_t>(layout_.ranks) == 0 &&
+        sum.sleepers.load(std::memory_order_seq_cst) != 0)
+      futex_wake_shared(&sum.value);
+  } else if (mine.sleepers.load(std::memory_order_seq_cst) != 0) {
+    futex_wake_shared(&mine.value);
+  }
+}
+
+int Domain::first_behind(Counter c, uint64_t value, int from) const {
+  for (int i = 0; i < layout_.ranks; ++i) {
+    int r = (from + i) % layout_.ranks;
+    if (counter(r, c).value.load(std::memory_order_acquire) < value) return r;
+  }
+  return -1;
+}
+
+template <typename Ready, typename WatchFn, typename TimedOut>
+void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
+                        TimedOut&& timed_out) {
+  if (ready()) return;
+  if (spec.spin.us > 0) {
+    // The clock starts at the first time check: most waits end before it,
+    // and a clock read is a good part of a latency-path call.
+    Clock::time_point spin_until{};
+    unsigned round = 0;
+    while (true) {
+      spin_step(spec.spin, round);  // a partner that shares our core can run
+      if (ready()) return;
+      if (spec.spin.yield_each || (round & 63) == 0) {
+        const auto now = Clock::now();
+        if (spin_until == Clock::time_point{})
+          spin_until = now + std::chrono::microseconds(spec.spin.us);
+        else if (now >= spin_until)
+          break;
+      }
+    }
+  }
+  while (true) {
+    if (spec.control) spec.control->check_failed();
+    if (spec.call) check_announcements(*spec.call);
+    if (spec.deadline.expired()) timed_out();
+    const Watch w = watch();
+    // Counted before the last look: a poster that changes the word after it
+    // sees the count and wakes us; one that changed it before fails the wait.
+    w.sleepers->fetch_add(1, std::memory_order_seq_cst);
+    const uint64_t seen = w.word->load(std::memory_order_seq_cst);
+    // ready() may move on to another lagging rank's word: then look again
+    // instead of sleeping on a word nobody is going to change soon.
+    if (!ready() && watch().word == w.word)
+      futex_wait_shared(
+          w.word, static_cast<uint32_t>(seen),
+          std::min<std::chrono::nanoseconds>(spec.deadline.remaining(), kHealthSlice));
+    w.sleepers->fetch_sub(1, std::memory_order_seq_cst);
+    if (ready()) return;
+  }
+}
+
+void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
+  // What to watch: the total (target ranks * value), or the lagging rank.
+  const bool summed = totalled(c);
+  const uint64_t target = summed ? value * static_cast<uint64_t>(layout_.ranks) : value;
+  int behind = 0;
+  auto ready = [&] {
+    if (summed) return total(c).value.load(std::memory_order_acquire) >= target;
+    behind = first_behind(c, value, behind);
+    return behind < 0;
+  };
+  auto watch = [&] {
+    SharedCounter& w = summed ? total(c) : counter(behind, c);
+    return Watch{&w.value, &w.sleepers};
+  };
+  wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
+}
+
+// --- the latency path's mail ------------------------------------------------
+
+void Domain::post_mail(uint64_t call, uint64_t digest) {
+  MailHeader& m = mail(rank_, call);
+  m.digest = digest;
+  m.posted.store(call + 1, std::memory_order_seq_cst);
+  // Pairs with the sleeper's count + re-check (both seq_cst). The count's
+  // line is written only by sleepers, so while nobody sleeps this read hits
+  // this core's cache.
+  if (mail_sleepers().sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_shared(&m.posted);
+}
+
+void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
+                       const WaitSpec& spec) {
+  for (int r = 0; r < layout_.ranks; ++r) {
+    if (r == rank_) continue;
+    const MailHeader& m = mail(r, call);
+    auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
+    auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers}; };
+    wait_until(ready, watch, spec, [&] {
+      throw IoError(CHORUS_ERR_TIMEOUT,
+                    fmt::format("rank {}: {} timed out in shared memory waiting for rank {} to "
+                                "post its input (small call {})",
+                                rank_, describe(sig), r, call));
+    });
+    const uint64_t posted = m.posted.load(std::memory_order_acquire);
+    CHORUS_CHECK(posted == call + 1, "rank {} posted small call {} while rank {} waits for {}", r,
+                 posted - 1, rank_, call);
+    if (m.digest == digest) continue;
+    // Its announcement (written before it posted, and kept while it fails
+    // on this same mismatch) names its call.
+    CallSignature theirs;
+    if (read_announcement(r, theirs) && !(theirs == sig))
+      throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(r, theirs, 0, rank_, sig, 0));
+    throw IoError(CHORUS_ERR_MISMATCH,
+                  fmt::format("rank {} posted another call than rank {}'s {} (small call {})", r,
+                              rank_, describe(sig), call));
+  }
+}
+
+void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) const {
+  static const char* const names[] = {"arrival", "staged input", "reduced piece", "drained slot"};
+  std::vector<int> lagging;
+  for (int r = 0; r < layout_.ranks; ++r)
+    if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(r);
+  throw IoError(CHORUS_ERR_TIMEOUT,
+                fmt::format("rank {}: {} timed out in shared memory waiting for the {} of "
+                            "rank(s) {} (step {})",
+                            rank_, spec.call ? describe(*spec.call) : std::string("wait"),
+                            names[static_cast<int>(c)], fmt::join(lagging, ", "), value));
+}
+
+}  // namespace chorus::shm

@@ -1,0 +1,205 @@
+// A shared-memory domain: the ranks of one communicator that share a host,
+// and the segment through which they reduce straight from each other's data.
+//
+// Layout of the segment (every part 64-byte aligned, every counter on its own
+// cache line):
+//
+//   Header | Totals | MailSleepers | per rank r: Control[r] | Small[r][2] |
+//   Staging[r][slots]
+//
+// - Totals: per counter kind, the sum of every rank's publications; "every
+//   rank reached v" is "total >= ranks * v" (one word to sleep on, one wake-up
+//   per step). The drained counter, waited on with a lag, is not totalled.
+// - Control[r]: the monotonic counters rank r publishes (Counter below). They
+//   never reset: rounds and barriers are numbered per communicator, and all
+//   ranks issue the same calls, so "every rank's counter >= v" is a phase
+//   barrier.
+// - Small[r][2]: the latency path's mail, used alternately (parity of the
+//   mail-call number): a header (the call number and the signature's
+//   digest) and right behind it, in the same cache line, the first bytes of
+//   rank r's input. One line read from a peer gives its arrival, the
+//   mismatch check and, up to kMailInlineBytes, its whole input: one
+//   cache-line transfer per peer and call for allreduces up to 48 bytes.
+//   On a digest mismatch the peer's announcement names its call.
+//   Rank r may overwrite Small[r][c % 2] at call c because finishing call c-1
+//   needed every rank's header of c-1, which each rank posts only after it
+//   finished reading for c-2.
+// - Staging[r][k]: the pipeline's slots, `pieces` (= ranks) pieces of
+//   piece_bytes each. Round g uses slot g % slots in every rank.
+//
+// Waiting: spin for spin_us, then sleep on the counter's low 32 bits with a
+// process-shared futex, waking every 10 ms to ask the control channel (the
+// point-to-point transport) whether a peer died or aborted, so that a killed
+// rank ends every wait within well under a second.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/bootstrap/store.hpp"
+#include "base/core/completion.hpp"
+#include "base/core/contract.hpp"
+#include "base/core/deadline.hpp"
+#include "collectives/shm/segment.hpp"
+
+namespace chorus {
+class Transport;  // transports/transport.hpp (the control channel)
+}
+
+namespace chorus::shm {
+
+struct Layout {
+  int ranks = 1;
+  int slots = 3;
+  std::size_t piece_bytes = 64 * 1024;  // pipeline unit per rank per round; multiple of 64
+  std::size_t small_bytes = 32 * 1024;  // latency-path input capacity; multiple of 64
+
+  std::size_t slot_bytes() const { return piece_bytes * static_cast<std::size_t>(ranks); }
+  std::size_t control_offset(int rank) const;
+  std::size_t small_offset(int rank, int parity) const;
+  std::size_t staging_offset(int rank, int slot) const;
+  std::size_t total_bytes() const;
+};
+
+// Input bytes that share the mail header's cache line.
+inline constexpr std::size_t kMailHeaderBytes = 16;
+inline constexpr std::size_t kMailInlineBytes = 64 - kMailHeaderBytes;
+
+enum class Counter : int {
+  small = 0,    // barriers this rank has arrived at
+  staged = 1,   // pipeline rounds whose input this rank has staged
+  reduced = 2,  // rounds whose piece this rank has reduced
+  drained = 3,  // rounds this rank has finished reading from the others
+};
+inline constexpr int kCounterCount = 4;
+
+// What a wait needs besides the counters: when to give up, how long to spin,
+// and whom to ask whether a peer failed (its check_failed() throws IoError if
+// one did). Built per call: nothing in it allocates or type-erases.
+struct WaitSpec {
+  Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));
+  Spin spin;                            // yield_each when ranks outnumber cores
+  Transport* control = nullptr;         // the control channel, asked on health slices
+  const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
+};
+
+class Domain {
+ public:
+  struct Options {
+    int rank = 0;
+    Layout layout;
+    std::string name_prefix;  // segment_name_prefix(job token)
+    std::string key_prefix;   // store namespace of this communicator
+    Deadline deadline = Deadline::after(std::chrono::seconds(60));
+    // Spin of every wait here; -1: that of the call. With more ranks than
+    // cores (oversubscribed) the spin yields the core at every check, which
+    // lets the awaited rank run: measured 2-5x faster than sleeping at once
+    // for 32K-2M at 4 and 8 ranks on 2 cores, 2-3x for 8-byte calls.
+    int spin_us = -1;
+    bool oversubscribed = false;
+  };
+  // Collective over the `layout.ranks` ranks: rank 0 creates the segment,
+  // publishes its name in the store, the others map it, and rank 0 unlinks it
+  // once all have.
+  static std::unique_ptr<Domain> join(Store& store, const Options& options);
+  ~Domain();
+
+  int rank() const { return rank_; }
+  int size() const { return layout_.ranks; }
+  const Layout& layout() const { return layout_; }
+  const std::string& segment_name() const { return segment_.name(); }
+  int spin_us() const { return options_.spin_us; }
+  bool oversubscribed() const { return options_.oversubscribed; }
+
+  std::byte* small_buffer(int rank, uint64_t mail_call) const;
+  std::byte* staging(int rank, uint64_t round) const;
+
+  // Every call starts by announcing itself; a rank that waits on a peer
+  // compares the peer's announcement with its own call and fails with
+  // CHORUS_ERR_MISMATCH (naming both ranks and both calls) if they differ.
+  void announce(const CallSignature& call);
+  // Throws the mismatch error if any rank that announced the same sequence
+  // number announced a different call. Ranks already past it, or not there
+  // yet, are skipped (they compare with this rank's announcement themselves).
+  void check_announcements(const CallSignature& call) const;
+
+  // Publishes this rank's counter (release: what it wrote before is visible
+  // to whoever sees the value).
+  void publish(Counter counter, uint64_t value);
+  // Returns once every rank's counter is >= value (acquire).
+  void wait_all(Counter counter, uint64_t value, const WaitSpec& spec);
+
+  // The latency path: after writing small_buffer(rank(), call), post_mail
+  // makes it visible with the call's signature; wait_mail returns once every
+  // rank has posted `call` (acquire), and throws CHORUS_ERR_MISMATCH naming
+  // both ranks if one posted another signature.
+  // `digest` is signature_digest(sig), computed once per call.
+  void post_mail(uint64_t call, uint64_t digest);
+  void wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest, const WaitSpec& spec);
+
+  // Numbering shared by all ranks (all issue the same calls): the first
+  // round / small call (barrier) / mail call a new call uses. Advances by
+  // what it takes.
+  uint64_t take_rounds(uint64_t count);
+  uint64_t take_small_call();
+  uint64_t take_mail_call();
+
+ private:
+  struct alignas(64) SharedCounter {
+    std::atomic<uint64_t> value;
+    std::atomic<uint32_t> sleepers;
+  };
+  struct alignas(64) Announcement {
+    std::atomic<uint64_t> seq;  // 0 while sig is being written (a sequence lock)
+    CallSignature sig;
+  };
+  // At the head of Small[r][p], 64-byte aligned; the input follows it.
+  struct MailHeader {
+    std::atomic<uint64_t> posted;  // mail call + 1 once its data and digest are in place
+    uint64_t digest;               // signature_digest of the call
+  };
+  struct Control {
+    SharedCounter counters[kCounterCount];
+    Announcement announcement;
+  };
+  MailHeader& mail(int rank, uint64_t mail_call) const;
+  Control& control(int rank) const;
+  void check_announcement_of(int rank, const CallSignature& call) const;
+  // Rank's announced call; false while it is being rewritten.
+  bool read_announcement(int rank, CallSignature& out) const;
+  Domain(const Options& options, Segment segment);
+  SharedCounter& counter(int rank, Counter counter) const;
+  SharedCounter& total(Counter counter) const;  // sum over ranks (see publish)
+  int first_behind(Counter counter, uint64_t value, int from) const;
+  // Its `sleepers`: how many ranks sleep on some mail header (its poster wakes them).
+  SharedCounter& mail_sleepers() const;
+  // What a sleeping waiter watches: the word whose change wakes it, and the
+  // count its poster checks before calling the kernel.
+  struct Watch {
+    const std::atomic<uint64_t>* word;
+    std::atomic<uint32_t>* sleepers;
+  };
+  // Spins (spec), then sleeps on watch() until ready(); on every health slice
+  // asks the control channel about peers and compares announcements; calls
+  // timed_out() (which throws) at the deadline.
+  template <typename Ready, typename WatchFn, typename TimedOut>
+  void wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec, TimedOut&& timed_out);
+  [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
+
+  int rank_;
+  Layout layout_;
+  Segment segment_;
+  Options options_;
+  uint64_t next_round_ = 0;
+  uint64_t next_small_ = 0;
+  uint64_t next_mail_ = 0;
+  std::vector<Control*> controls_;  // per rank, in the segment (computed once)
+  std::vector<std::byte*> mails_;   // Small[r][parity] at [2 r + parity]
+};
+
+}  // namespace chorus::shm
