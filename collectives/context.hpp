@@ -1,5 +1,6 @@
-// What an algorithm gets to run one collective call: the transport, the call's
-// signature (sent with every message), its deadline and tuning knobs.
+// What an algorithm gets to run one collective call: the team it runs over
+// (its ranks, transport, tag and shared-memory domain), the call's signature
+// (sent with every message), its deadline and tuning knobs.
 #pragma once
 
 #include <cstddef>
@@ -11,29 +12,38 @@
 #include "base/core/dtype.hpp"
 #include "base/core/scratch.hpp"
 #include "collectives/shm/domain.hpp"
+#include "collectives/team.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
 
 struct CollectiveContext {
-  Transport& transport;
+  const Team& team;
+  Transport& transport;  // team.transport: reaches every member
   ScratchPool& scratch;
-  uint32_t tag;  // the communicator's tag; all its traffic uses it
+  uint32_t tag;  // team.tag; all of the call's traffic uses it
   CallSignature sig;
   Deadline deadline;
   std::size_t segment_bytes;  // largest single message of a pipelined step
   Spin spin;                  // how waits spin before they sleep
-  // The communicator's shared-memory domain when all its ranks share a host
-  // and shared memory is allowed; null otherwise.
+  // team.shm: the shared-memory domain of the team's ranks when they share a
+  // host and shared memory is allowed; null otherwise.
   shm::Domain* shm = nullptr;
 
-  int rank() const { return transport.rank(); }
-  int size() const { return transport.size(); }
+  static CollectiveContext over(const Team& team, ScratchPool& scratch, const CallSignature& sig,
+                                const Deadline& deadline, std::size_t segment_bytes, Spin spin) {
+    return CollectiveContext{
+        team, *team.transport, scratch, team.tag, sig, deadline, segment_bytes, spin, team.shm};
+  }
+
+  // Ranks and peers are the team's indices.
+  int rank() const { return team.index; }
+  int size() const { return team.size(); }
   RequestPtr send(int peer, std::span<const std::byte> data) {
-    return transport.isend(peer, tag, sig, data);
+    return transport.isend(team.member(peer), tag, sig, data);
   }
   RequestPtr recv(int peer, std::span<std::byte> data) {
-    return transport.irecv(peer, tag, sig, data);
+    return transport.irecv(team.member(peer), tag, sig, data);
   }
   void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin, sig); }
   void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin, sig); }

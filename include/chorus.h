@@ -120,6 +120,43 @@ CHORUS_API chorus_result_t chorus_reduce_scatter(chorus_comm_t comm, const void*
                                                  chorus_dtype_t dtype, chorus_op_t op,
                                                  int64_t timeout_ms);
 CHORUS_API chorus_result_t chorus_barrier(chorus_comm_t comm, int64_t timeout_ms);
+/* recvbuf (count elements) at root = the reduction of every rank's sendbuf;
+ * recvbuf is ignored (may be NULL) elsewhere. At the root, sendbuf == recvbuf
+ * is in place. */
+CHORUS_API chorus_result_t chorus_reduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                         size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                         int root, int64_t timeout_ms);
+/* root's recvbuf (world_size * sendcount elements) = every rank's sendbuf in
+ * rank order; recvbuf is ignored elsewhere. In place at the root: sendbuf ==
+ * recvbuf + root * sendcount. */
+CHORUS_API chorus_result_t chorus_gather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                         size_t sendcount, chorus_dtype_t dtype, int root,
+                                         int64_t timeout_ms);
+/* Block r of root's sendbuf (world_size * recvcount elements) goes to rank r's
+ * recvbuf; sendbuf is ignored elsewhere. In place at the root: recvbuf ==
+ * sendbuf + root * recvcount. */
+CHORUS_API chorus_result_t chorus_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                          size_t recvcount, chorus_dtype_t dtype, int root,
+                                          int64_t timeout_ms);
+/* Block j (count elements) of every rank's sendbuf goes to rank j, landing at
+ * block (sender) of its recvbuf; both buffers hold world_size * count elements
+ * and must not overlap. */
+CHORUS_API chorus_result_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                           size_t count, chorus_dtype_t dtype,
+                                           int64_t timeout_ms);
+/* Variable counts (every rank passes the same recvcounts, world_size entries):
+ * allgatherv sends recvcounts[rank] elements and receives every rank's block
+ * back to back in rank order (in place: sendbuf == recvbuf + the sum of the
+ * counts before this rank's); reduce_scatterv reduces a sendbuf of sum(counts)
+ * elements and keeps this rank's block (in place: recvbuf == sendbuf + that
+ * offset). */
+CHORUS_API chorus_result_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf,
+                                             void* recvbuf, const size_t* recvcounts,
+                                             chorus_dtype_t dtype, int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_reduce_scatterv(chorus_comm_t comm, const void* sendbuf,
+                                                  void* recvbuf, const size_t* recvcounts,
+                                                  chorus_dtype_t dtype, chorus_op_t op,
+                                                  int64_t timeout_ms);
 
 /* Non-blocking forms: the operation runs in order with the communicator's other
  * collectives; buffers must stay valid until the request completes. The deadline
@@ -138,6 +175,57 @@ CHORUS_API chorus_result_t chorus_ireduce_scatter(chorus_comm_t comm, const void
                                                   chorus_dtype_t dtype, chorus_op_t op,
                                                   chorus_request_t* request);
 CHORUS_API chorus_result_t chorus_ibarrier(chorus_comm_t comm, chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ireduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                          size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                          int root, chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_igather(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                          size_t sendcount, chorus_dtype_t dtype, int root,
+                                          chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_iscatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                           size_t recvcount, chorus_dtype_t dtype, int root,
+                                           chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ialltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                            size_t count, chorus_dtype_t dtype,
+                                            chorus_request_t* request);
+/* recvcounts is copied: it need not outlive the call. */
+CHORUS_API chorus_result_t chorus_iallgatherv(chorus_comm_t comm, const void* sendbuf,
+                                              void* recvbuf, const size_t* recvcounts,
+                                              chorus_dtype_t dtype, chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_ireduce_scatterv(chorus_comm_t comm, const void* sendbuf,
+                                                   void* recvbuf, const size_t* recvcounts,
+                                                   chorus_dtype_t dtype, chorus_op_t op,
+                                                   chorus_request_t* request);
+
+/* Point-to-point: count elements to / from rank peer of comm with a tag in
+ * 0..CHORUS_TAG_MAX. Messages of one (sender, receiver, tag) are received in
+ * the order they were sent; sizes must agree exactly (a different count or
+ * dtype fails as CHORUS_ERR_MISMATCH). They take no collective sequence
+ * number: they interleave freely with collectives. Any failure (a peer that
+ * died, a mismatch, a deadline) aborts the communicator, as a collective's
+ * does. A rank cannot send to itself. */
+#define CHORUS_TAG_MAX 1048575
+CHORUS_API chorus_result_t chorus_send(chorus_comm_t comm, const void* buf, size_t count,
+                                       chorus_dtype_t dtype, int peer, int tag,
+                                       int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_recv(chorus_comm_t comm, void* buf, size_t count,
+                                       chorus_dtype_t dtype, int peer, int tag,
+                                       int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_isend(chorus_comm_t comm, const void* buf, size_t count,
+                                        chorus_dtype_t dtype, int peer, int tag,
+                                        chorus_request_t* request);
+CHORUS_API chorus_result_t chorus_irecv(chorus_comm_t comm, void* buf, size_t count,
+                                        chorus_dtype_t dtype, int peer, int tag,
+                                        chorus_request_t* request);
+
+/* Collective over comm: ranks passing the same color form *newcomm, ranked by
+ * (key, rank in comm); a rank passing CHORUS_UNDEFINED gets NULL. The new
+ * communicator has its own sequence numbers, contract checks and
+ * shared-memory domains, and shares comm's connections (no new rendezvous):
+ * destroying comm first is allowed (the connections stay until the last
+ * communicator made from them is destroyed); aborting either fails both. */
+#define CHORUS_UNDEFINED (-1)
+CHORUS_API chorus_result_t chorus_comm_split(chorus_comm_t comm, int color, int key,
+                                             chorus_comm_t* newcomm);
 
 /* Waits for completion; returns the operation's result. On CHORUS_ERR_TIMEOUT the
  * request stays valid and may be waited on again; otherwise it is freed and

@@ -1,7 +1,8 @@
 // chorus-info: what Chorus would do here.
 //   chorus-info --config           every CHORUS_* variable: value, default, doc
-//   chorus-info --plan [--np N] [--ranks-on-host M] [--hosts A,A,B,B]
-//                                  the allreduce algorithm per size and why
+//   chorus-info --plan [--collective C] [--np N] [--ranks-on-host M]
+//                                  the algorithm per size, every candidate's
+//                                  estimate or refusal, and why
 //   chorus-info --transports [--np N] [--hosts A,A,B,B]
 //                                  which transport each peer pair uses and why;
 //                                  under chorusrun (or another launcher) the
@@ -12,7 +13,11 @@
 
 #include <cstdio>
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/team.hpp"
 #include "collectives/tuner/selection.hpp"
+#include "lib/comm/host_domain.hpp"
 #include "base/bootstrap/env.hpp"
 #include "base/core/config.hpp"
 #include "base/core/error.hpp"
@@ -91,23 +96,52 @@ bool print_job_routes(const chorus::Config& config) {
   return true;
 }
 
-void print_plan(const chorus::Config& config, int ranks, int ranks_on_host) {
-  auto user = chorus::AlgoOverride::parse(config.algo);
-  auto model = chorus::CostModel::defaults(ranks_on_host, chorus::online_cores());
-  // Shared-memory collectives when every rank is here (transports/routes.hpp).
+// The plan of one collective per size: the algorithm chosen and why, and
+// every candidate's estimate or refusal, for `ranks` ranks of which
+// `ranks_on_host` share this host.
+void print_plan(const chorus::Config& config, const std::string& collective, int ranks,
+                int ranks_on_host) {
+  using namespace chorus;
+  CollectiveCall call;
+  for (int k = 1; k < kCollectiveKinds; ++k)
+    if (collective_name(static_cast<CollectiveKind>(k)) == collective)
+      call.kind = static_cast<CollectiveKind>(k);
+  if (call.kind == CollectiveKind::none || call.kind == CollectiveKind::send)
+    throw UsageError(fmt::format("--collective: unknown collective '{}'", collective));
+  auto user = AlgoOverride::parse(config.algo);
+  auto model = CostModel::defaults(ranks_on_host, online_cores());
+  // Shared memory when every rank is here and allowed (transports/routes.hpp).
   const bool shm = ranks > 1 && ranks_on_host == ranks &&
                    (config.transport == "auto" || config.transport == "shm");
-  fmt::print("allreduce plan for {} ranks ({} on this host, {} cores){}\n", ranks, ranks_on_host,
-             chorus::online_cores(), user.empty() ? "" : ", with CHORUS_ALGO");
-  fmt::print("{:>10}  {:<20} {:>8}  {}\n", "bytes", "algorithm", "segment", "why");
+  const shm::Layout layout = host_shm_layout(config, ranks, online_cores());
+  Team team;
+  for (int r = 0; r < ranks; ++r) team.members.push_back(r);
+  team.shm_layout = shm ? &layout : nullptr;
+  fmt::print("{} plan for {} ranks ({} on this host, {} cores{}){}\n", collective, ranks,
+             ranks_on_host, online_cores(),
+             shm ? fmt::format("; shared memory: all {} ranks share this host", ranks) : "",
+             user.empty() ? "" : ", with CHORUS_ALGO");
+  auto algos = algorithms_for(call.kind);
+  fmt::print("{:>10}  {:<20} {:>8}", "bytes", "chosen", "segment");
+  for (const AlgorithmSpec* a : algos) fmt::print("  {:>20}", a->name);
+  fmt::print("\n");
   for (std::size_t bytes = 8; bytes <= (std::size_t(1) << 30); bytes *= 4) {
-    auto choice =
-        chorus::choose_algorithm(chorus::CollectiveKind::allreduce, bytes, ranks, user, model, shm);
-    auto segment = chorus::ring_segment_bytes(bytes, ranks, model, config.segment_bytes);
-    fmt::print("{:>10}  {:<20} {:>8}  {}\n", chorus::format_bytes(bytes),
-               chorus::algorithm_name(choice.algo),
-               choice.algo == chorus::Algorithm::ring ? chorus::format_bytes(segment) : "-",
-               choice.why());
+    Selection s = select_algorithm(call, bytes, team, user, model, true);
+    auto segment = ring_segment_bytes(bytes, ranks, model, config.segment_bytes);
+    fmt::print("{:>10}  {:<20} {:>8}", format_bytes(bytes), s.spec->name,
+               s.spec->name == "ring" ? format_bytes(segment) : "-");
+    for (const auto& c : s.candidates)
+      fmt::print("  {:>20}", c.refusal ? std::string("refused") : fmt::format("{:.1f} us", c.estimate_us));
+    fmt::print("  {}\n", s.forced ? fmt::format("CHORUS_ALGO chose {}", s.spec->name)
+                                   : s.refused_override
+                                         ? fmt::format("CHORUS_ALGO chose {}, which refused",
+                                                       s.refused_override->name)
+                                         : std::string("cheapest estimate"));
+  }
+  for (const AlgorithmSpec* a : algos) {
+    const char* refusal = a->refusal(team, call);
+    fmt::print("  {}: {}{}\n", a->name, a->summary,
+               refusal ? fmt::format(" [refused here: {}]", refusal) : "");
   }
 }
 
@@ -117,9 +151,11 @@ int main(int argc, char** argv) {
   CLI::App app{"chorus-info: configuration and algorithm plans of Chorus"};
   bool config_flag = false, plan_flag = false, transports_flag = false;
   int ranks = 2, ranks_on_host = 0;
-  std::string hosts;
+  std::string hosts, collective = "allreduce";
   app.add_flag("--config", config_flag, "Print every CHORUS_* variable with its value and doc");
-  app.add_flag("--plan", plan_flag, "Print the allreduce algorithm chosen per size, and why");
+  app.add_flag("--plan", plan_flag,
+               "Print the algorithm chosen per size, every candidate's estimate, and why");
+  app.add_option("--collective", collective, "The collective of --plan (default allreduce)");
   app.add_option("-n,--np,--ranks", ranks, "Ranks in the job (for --plan)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--ranks-on-host", ranks_on_host, "Ranks on this host (default: all)");
@@ -136,7 +172,8 @@ int main(int argc, char** argv) {
     if (transports_flag && !print_job_routes(config))
       print_routes(config, hypothetical_hosts(config, ranks, hosts),
                    hosts.empty() ? "all on this host" : "--hosts");
-    if (plan_flag) print_plan(config, ranks, ranks_on_host > 0 ? ranks_on_host : ranks);
+    if (plan_flag)
+      print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks);
   } catch (const chorus::Error& e) {
     std::fprintf(stderr, "chorus-info: %s\n", e.what());
     return 2;

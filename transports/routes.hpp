@@ -21,8 +21,11 @@
 namespace chorus {
 
 struct RoutePlan {
-  bool shm_collectives = false;
+  bool shm_collectives = false;  // every rank here: the world team has a shared-memory domain
   std::string shm_why;
+  // This host's ranks get a shared-memory domain (the host team's) even when
+  // the job spans hosts: two or more of them, and shared memory allowed.
+  bool host_shm = false;
   std::vector<std::string> peer_transport;  // "tcp" or "ucx"; "self" for this rank
   std::vector<std::string> peer_why;
   bool uses_ucx = false;

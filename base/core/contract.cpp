@@ -5,11 +5,16 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "base/core/dtype.hpp"
 
 namespace chorus {
+
+namespace {
+std::atomic<AlgorithmNamer> algorithm_namer{nullptr};
+}
 
 std::string_view collective_name(CollectiveKind kind) {
   switch (kind) {
@@ -23,10 +28,33 @@ std::string_view collective_name(CollectiveKind kind) {
       return "reduce_scatter";
     case CollectiveKind::barrier:
       return "barrier";
+    case CollectiveKind::reduce:
+      return "reduce";
+    case CollectiveKind::gather:
+      return "gather";
+    case CollectiveKind::scatter:
+      return "scatter";
+    case CollectiveKind::alltoall:
+      return "alltoall";
+    case CollectiveKind::allgatherv:
+      return "allgatherv";
+    case CollectiveKind::reduce_scatterv:
+      return "reduce_scatterv";
+    case CollectiveKind::send:
+      return "send";
     case CollectiveKind::none:
       break;
   }
   return "internal";
+}
+
+bool reduces(CollectiveKind kind) {
+  return kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter ||
+         kind == CollectiveKind::reduce || kind == CollectiveKind::reduce_scatterv;
+}
+
+void set_algorithm_namer(AlgorithmNamer namer) {
+  algorithm_namer.store(namer);
 }
 
 uint64_t signature_digest(const CallSignature& sig) {
@@ -39,6 +67,7 @@ uint64_t signature_digest(const CallSignature& sig) {
   compared.dtype = sig.dtype;
   compared.op = sig.op;
   compared.algo = sig.algo;
+  compared.layout = sig.layout;
   return XXH3_64bits(&compared, sizeof compared);
 }
 
@@ -47,11 +76,21 @@ std::string describe(const CallSignature& sig) {
   std::string out = fmt::format("{} #{} (count {}", collective_name(kind), sig.seq, sig.count);
   if (valid_dtype(sig.dtype))
     out += fmt::format(", {}", dtype_name(static_cast<DataType>(sig.dtype)));
-  if (kind == CollectiveKind::allreduce || kind == CollectiveKind::reduce_scatter) {
-    if (valid_op(sig.op)) out += fmt::format(", {}", op_name(static_cast<ReduceOp>(sig.op)));
+  if (reduces(kind) && valid_op(sig.op))
+    out += fmt::format(", {}", op_name(static_cast<ReduceOp>(sig.op)));
+  if (kind == CollectiveKind::send) {
+    out += fmt::format(", to rank {}, tag {}", sig.root, sig.layout);
+  } else {
+    if (sig.root >= 0) out += fmt::format(", root {}", sig.root);
+    if (sig.layout != 0) out += fmt::format(", counts digest {:08x}", sig.layout);
   }
-  if (sig.root >= 0) out += fmt::format(", root {}", sig.root);
-  if (sig.algo != 0) out += fmt::format(", algorithm {}", sig.algo);
+  if (sig.algo != 0) {
+    AlgorithmNamer namer = algorithm_namer.load();
+    if (namer)
+      out += fmt::format(", algorithm {}", namer(sig.algo));
+    else
+      out += fmt::format(", algorithm {}", sig.algo);
+  }
   return out + ")";
 }
 

@@ -12,39 +12,52 @@
 namespace chorus {
 
 enum class CollectiveKind : uint8_t {
-  none = 0,
+  none = 0,  // internal traffic (goodbye, abort)
   allreduce = 1,
   broadcast = 2,
   allgather = 3,
   reduce_scatter = 4,
   barrier = 5,
-  // internal traffic (goodbye, abort) uses none
+  reduce = 6,
+  gather = 7,
+  scatter = 8,
+  alltoall = 9,
+  allgatherv = 10,
+  reduce_scatterv = 11,
+  send = 12,  // point-to-point: a message from one rank to another
 };
+inline constexpr int kCollectiveKinds = 13;
 
 // 32 bytes, fixed layout (it is sent as is between ranks of one build).
 struct CallSignature {
-  uint64_t seq = 0;    // per-communicator sequence number of the call
-  uint64_t count = 0;  // element count as the user passed it
-  int64_t root = -1;   // -1 when the collective has no root
-  uint8_t kind = 0;    // CollectiveKind
-  uint8_t dtype = 0;   // DataType
-  uint8_t op = 0;      // ReduceOp (0 when none)
-  uint8_t algo = 0;    // 1 + index of the algorithm chosen (0: not recorded)
-  uint8_t reserved[4] = {};
+  uint64_t seq = 0;     // per-communicator sequence number of the call
+  uint64_t count = 0;   // element count as the user passed it (v-variants: the total)
+  int64_t root = -1;    // -1 when the collective has no root (send: the receiver)
+  uint8_t kind = 0;     // CollectiveKind
+  uint8_t dtype = 0;    // DataType
+  uint8_t op = 0;       // ReduceOp (0 when none)
+  uint8_t algo = 0;     // 1 + the algorithm's position in the registry (0: none)
+  uint32_t layout = 0;  // v-variants: digest of the per-rank counts; send: the user's tag
 
   bool operator==(const CallSignature& o) const {
     return seq == o.seq && count == o.count && root == o.root && kind == o.kind &&
-           dtype == o.dtype && op == o.op && algo == o.algo;
+           dtype == o.dtype && op == o.op && algo == o.algo && layout == o.layout;
   }
 };
 static_assert(sizeof(CallSignature) == 32);
 
 std::string_view collective_name(CollectiveKind kind);
+// Whether the collective combines values with a reduction op.
+bool reduces(CollectiveKind kind);
+// Names algorithms in describe() (the algorithm registry installs it; until
+// then they show as numbers).
+using AlgorithmNamer = std::string_view (*)(uint8_t algo);
+void set_algorithm_namer(AlgorithmNamer namer);
 // 64 bits that differ for signatures that differ (XXH3; equal signatures have
 // equal digests, different ones collide with probability about 2^-64): what
 // a shared-memory mail header carries instead of the whole signature.
 uint64_t signature_digest(const CallSignature& sig);
-// "allreduce #12 (count 1000, float32, sum)"
+// "allreduce #12 (count 1000, float32, sum, algorithm ring)"
 std::string describe(const CallSignature& sig);
 
 }  // namespace chorus

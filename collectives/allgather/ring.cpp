@@ -1,9 +1,12 @@
 #include "collectives/allgather/ring.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <cstring>
 
 #include "collectives/common/ring_pipeline.hpp"
-#include "collectives/common/validate.hpp"
 #include "base/core/log.hpp"
 
 namespace chorus {
@@ -30,23 +33,30 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
   static spdlog::logger& log = logger("coll");
   const int n = ctx.size();
   const std::size_t e = dtype_size(dtype);
-  const std::size_t total = checked_total(sendcount, n, e, "allgather");
   log.debug("ring allgather: {} ranks, sendcount {} ({}), segment {} bytes", n, sendcount,
             dtype_name(dtype), ctx.segment_bytes);
   if (sendcount > 0) {
-    require_buffer(send, "allgather send");
-    require_buffer(recv, "allgather recv");
     auto* own =
         static_cast<std::byte*>(recv) + static_cast<std::size_t>(ctx.rank()) * sendcount * e;
-    if (send != own) {
-      if (overlaps(send, sendcount * e, recv, total * e))
-        throw UsageError(
-            "allgather: send overlaps recv other than at recv + rank * sendcount (in place)");
-      std::memcpy(own, send, sendcount * e);
-    }
+    if (send != own) std::memcpy(own, send, sendcount * e);
   }
   const auto chunks = patterns::equal_chunks(sendcount, n);
   ring_allgather_chunks(ctx, recv, chunks, e);
 }
+
+
+// n - 1 steps, each rank receiving (n-1)/n of the result.
+double ring_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const double n = team.size();
+  if (team.size() == 1) return 0;
+  return (n - 1) * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+}
+
+extern const AlgorithmSpec ring_allgather_spec{
+    CollectiveKind::allgather, "ring", "every block travels once around a ring: n - 1 steps",
+    runs_anywhere, ring_allgather_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      ring_allgather(ctx, c.send, c.recv, c.count, c.dtype);
+    }};
 
 }  // namespace chorus

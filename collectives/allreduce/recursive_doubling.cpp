@@ -17,6 +17,10 @@
 // bandwidth, dominates: small B.
 #include "collectives/allreduce/recursive_doubling.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <cstring>
 
 #include "collectives/common/scratch_slots.hpp"
@@ -63,5 +67,24 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
   if (op == ReduceOp::avg && count > 0) scale_for_avg(result, count, dtype, n);
   if (extra >= 0) ctx.wait(ctx.send(extra, mine));
 }
+
+
+// log2(p) full exchanges, plus folding the extra ranks in and out.
+double recursive_doubling_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const int n = team.size();
+  if (n == 1) return 0;
+  const int p = patterns::pow2_floor(n);
+  const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
+               b = static_cast<double>(bytes);
+  return (rounds + 2 * extra) * (m.alpha_us + b * m.us_per_byte) +
+         (rounds + extra) * b * m.reduce_us_per_byte;
+}
+
+extern const AlgorithmSpec recursive_doubling_allreduce_spec{
+    CollectiveKind::allreduce, "recursive_doubling",
+    "log2(n) rounds of whole-buffer exchanges: latency-optimal for small buffers", runs_anywhere,
+    recursive_doubling_estimate, [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      recursive_doubling_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
 
 }  // namespace chorus

@@ -1,7 +1,10 @@
 #include "collectives/allreduce/ring.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include "collectives/allgather/ring.hpp"
-#include "collectives/common/validate.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
 #include "base/core/log.hpp"
@@ -14,15 +17,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
   const int n = ctx.size();
   const int rank = ctx.rank();
   const std::size_t e = dtype_size(dtype);
-  checked_total(count, 1, e, "allreduce");
   log.debug("ring allreduce: {} ranks, count {} ({}, {}), segment {} bytes", n, count,
             dtype_name(dtype), op_name(op), ctx.segment_bytes);
-  if (count > 0) {
-    require_buffer(send, "allreduce send");
-    require_buffer(recv, "allreduce recv");
-    if (send != recv && overlaps(send, count * e, recv, count * e))
-      throw UsageError("allreduce: send and recv overlap without being the same buffer");
-  }
   const auto chunks = patterns::balanced_chunks(count, n);
   const patterns::Range own = chunks[static_cast<std::size_t>(rank)];
   auto* result = static_cast<std::byte*>(recv) + own.offset * e;
@@ -30,5 +26,22 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
   if (op == ReduceOp::avg && own.count > 0) scale_for_avg(result, own.count, dtype, n);
   ring_allgather_chunks(ctx, recv, chunks, e);
 }
+
+
+// reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.
+double ring_allreduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const double n = team.size(), b = static_cast<double>(bytes);
+  if (team.size() == 1) return 0;
+  return 2 * (n - 1) * m.alpha_us + 2 * (n - 1) / n * b * m.us_per_byte +
+         (n - 1) / n * b * m.reduce_us_per_byte;
+}
+
+extern const AlgorithmSpec ring_allreduce_spec{
+    CollectiveKind::allreduce, "ring",
+    "reduce-scatter then allgather around a ring: bandwidth-optimal, 2(n-1) steps",
+    runs_anywhere, ring_allreduce_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      ring_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
 
 }  // namespace chorus

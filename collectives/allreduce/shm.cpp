@@ -1,5 +1,9 @@
 #include "collectives/allreduce/shm.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -101,5 +105,18 @@ void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::si
                      ctx.shm->layout().piece_bytes);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
+
+
+double shm_allreduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  return shm_estimate_us(m, team, bytes, 1.0);
+}
+
+extern const AlgorithmSpec shm_allreduce_spec{
+    CollectiveKind::allreduce, "shm",
+    "every rank reduces its share straight from the others' staged data in shared memory",
+    needs_shared_memory, shm_allreduce_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      shm_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
 
 }  // namespace chorus

@@ -1,5 +1,9 @@
 #include "collectives/barrier/dissemination.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <array>
 
 #include "collectives/patterns/ring.hpp"
@@ -20,5 +24,18 @@ void dissemination_barrier(CollectiveContext& ctx) {
     ctx.wait(reqs);
   }
 }
+
+
+double dissemination_estimate(const CostModel& m, const Team& team, std::size_t) {
+  return log2_ceil(team.size()) * m.alpha_us;
+}
+
+extern const AlgorithmSpec dissemination_barrier_spec{
+    CollectiveKind::barrier, "dissemination",
+    "ceil(log2 n) rounds of zero-byte messages to rank + 2^k", runs_anywhere,
+    dissemination_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) {
+      dissemination_barrier(ctx);
+    }};
 
 }  // namespace chorus

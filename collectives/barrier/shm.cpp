@@ -1,5 +1,9 @@
 #include "collectives/barrier/shm.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include "collectives/common/shm_pipeline.hpp"
 
 namespace chorus {
@@ -12,5 +16,15 @@ void shm_barrier(CollectiveContext& ctx) {
   domain.wait_all(shm::Counter::small, call + 1, shm_wait_spec(ctx));
   domain.check_announcements(ctx.sig);
 }
+
+
+double shm_barrier_estimate(const CostModel& m, const Team&, std::size_t) {
+  return m.shm_alpha_us;
+}
+
+extern const AlgorithmSpec shm_barrier_spec{
+    CollectiveKind::barrier, "shm", "one counter per rank in shared memory; wait for all of them",
+    needs_shared_memory, shm_barrier_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) { shm_barrier(ctx); }};
 
 }  // namespace chorus

@@ -1,10 +1,13 @@
 #include "collectives/broadcast/ring.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <array>
 #include <vector>
 
 #include "collectives/common/ring_pipeline.hpp"
-#include "collectives/common/validate.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "base/core/log.hpp"
 
@@ -19,10 +22,6 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
   static spdlog::logger& log = logger("coll");
   const int n = ctx.size();
   const std::size_t e = dtype_size(dtype);
-  if (root < 0 || root >= n)
-    throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, n));
-  checked_total(count, 1, e, "broadcast");
-  if (count > 0) require_buffer(buf, "broadcast");
   log.debug("ring broadcast: {} ranks, count {} ({}), root {}, segment {} bytes", n, count,
             dtype_name(dtype), root, ctx.segment_bytes);
   if (n == 1) return;
@@ -64,5 +63,20 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
   }
   ctx.wait(std::span<const RequestPtr>(sends).subspan(checked));
 }
+
+
+// A pipelined chain: n - 1 hops, the buffer crossing each link once.
+double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  if (team.size() == 1) return 0;
+  return (team.size() - 1) * m.alpha_us + static_cast<double>(bytes) * m.us_per_byte;
+}
+
+extern const AlgorithmSpec ring_broadcast_spec{
+    CollectiveKind::broadcast, "ring",
+    "a pipelined chain from the root: each segment forwarded as soon as it arrives",
+    runs_anywhere, ring_broadcast_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      ring_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
+    }};
 
 }  // namespace chorus

@@ -1,5 +1,7 @@
 #include "collectives/common/shm_pipeline.hpp"
 
+#include <cmath>
+
 #include <cstring>
 
 #include "collectives/common/scratch_slots.hpp"
@@ -121,6 +123,17 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
     domain.publish(shm::Counter::drained, g + 1);
   }
   if (streaming) streaming_fence();
+}
+
+double shm_estimate_us(const CostModel& m, const Team& team, std::size_t bytes,
+                       double reduce_fraction) {
+  if (team.size() == 1 || !team.shm_layout) return 0;
+  const shm::Layout& layout = *team.shm_layout;
+  const double b = static_cast<double>(bytes);
+  const double reduce = reduce_fraction * b * m.reduce_us_per_byte;
+  if (bytes <= layout.small_bytes) return m.shm_alpha_us + b * m.shm_us_per_byte + reduce;
+  const double rounds = std::ceil(b / static_cast<double>(layout.slot_bytes()));
+  return 3 * rounds * m.shm_alpha_us + 2 * b * m.shm_us_per_byte + reduce;
 }
 
 }  // namespace chorus

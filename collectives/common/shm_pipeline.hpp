@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "collectives/tuner/cost_model.hpp"
 #include "base/core/dtype.hpp"
 
 namespace chorus {
@@ -80,6 +81,14 @@ class ShmPlan {
 inline constexpr std::size_t kStreamingMin = 32 << 20;
 
 void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtype, ReduceOp op);
+
+// Estimated microseconds of a shared-memory call of `bytes` on `team`
+// (which has a domain): one synchronisation per round (three on the
+// pipeline), every byte copied in and out of the segment, and
+// `reduce_fraction` of it reduced; calls that fit the latency path take one
+// synchronisation.
+double shm_estimate_us(const CostModel& model, const Team& team, std::size_t bytes,
+                       double reduce_fraction);
 
 // What the domain's waits need from the call's context.
 shm::WaitSpec shm_wait_spec(CollectiveContext& ctx);

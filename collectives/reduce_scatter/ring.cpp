@@ -1,5 +1,9 @@
 #include "collectives/reduce_scatter/ring.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <cstring>
 
 #include "collectives/common/ring_pipeline.hpp"
@@ -54,22 +58,27 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   const int n = ctx.size();
   const int rank = ctx.rank();
   const std::size_t e = dtype_size(dtype);
-  const std::size_t total = checked_total(recvcount, n, e, "reduce_scatter");
   log.debug("ring reduce_scatter: {} ranks, recvcount {} ({}, {}), segment {} bytes", n, recvcount,
             dtype_name(dtype), op_name(op), ctx.segment_bytes);
-  if (recvcount > 0) {
-    require_buffer(send, "reduce_scatter send");
-    require_buffer(recv, "reduce_scatter recv");
-    const auto* s = static_cast<const std::byte*>(send);
-    const auto* r = static_cast<const std::byte*>(recv);
-    const bool in_place = r == s + static_cast<std::size_t>(rank) * recvcount * e;
-    if (!in_place && overlaps(s, total * e, r, recvcount * e))
-      throw UsageError(
-          "reduce_scatter: recv overlaps send other than at send + rank * recvcount (in place)");
-  }
   const auto chunks = patterns::equal_chunks(recvcount, n);
   ring_reduce_scatter_chunks(ctx, send, nullptr, recv, chunks, dtype, op);
   if (op == ReduceOp::avg && recvcount > 0) scale_for_avg(recv, recvcount, dtype, n);
 }
+
+
+// n - 1 steps, each rank receiving and reducing (n-1)/n of the input.
+double ring_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const double n = team.size(), b = static_cast<double>(bytes);
+  if (team.size() == 1) return 0;
+  return (n - 1) * m.alpha_us + (n - 1) / n * b * (m.us_per_byte + m.reduce_us_per_byte);
+}
+
+extern const AlgorithmSpec ring_reduce_scatter_spec{
+    CollectiveKind::reduce_scatter, "ring",
+    "partial sums travel a ring, each block reduced on its way to its owner: n - 1 steps",
+    runs_anywhere, ring_reduce_scatter_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      ring_reduce_scatter(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
 
 }  // namespace chorus

@@ -1,5 +1,9 @@
 #include "collectives/reduce_scatter/shm.hpp"
 
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
 #include <algorithm>
 
 #include "collectives/common/shm_pipeline.hpp"
@@ -47,5 +51,18 @@ void shm_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv, st
                          ctx.shm->size(), ctx.shm->rank(), ctx.shm->layout().piece_bytes);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
+
+
+double shm_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  return shm_estimate_us(m, team, bytes, 1.0);
+}
+
+extern const AlgorithmSpec shm_reduce_scatter_spec{
+    CollectiveKind::reduce_scatter, "shm",
+    "every rank reduces its block straight from the others' staged data in shared memory",
+    needs_shared_memory, shm_reduce_scatter_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      shm_reduce_scatter(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
 
 }  // namespace chorus

@@ -202,4 +202,8 @@ class Domain {
   std::vector<std::byte*> mails_;   // Small[r][parity] at [2 r + parity]
 };
 
+inline const Layout& layout_of(const Domain& domain) {
+  return domain.layout();
+}
+
 }  // namespace chorus::shm

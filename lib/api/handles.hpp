@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "include/chorus.h"
@@ -12,8 +13,10 @@ struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
 };
 
+// A non-blocking call: a collective (work) or a point-to-point message.
 struct chorus_request {
   chorus::WorkPtr work;
+  std::optional<chorus::Message> message;
   chorus_comm_t owner;
   int spin_us;
 };

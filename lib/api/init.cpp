@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "lib/api/handles.hpp"
 #include "base/bootstrap/env.hpp"
@@ -11,7 +12,7 @@
 #include "base/topology/host.hpp"
 #include "transports/routed.hpp"
 #include "transports/routes.hpp"
-#include "collectives/shm/domain.hpp"
+#include "lib/comm/host_domain.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #ifdef CHORUS_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"
@@ -74,23 +75,6 @@ std::unique_ptr<Transport> connect_point_to_point(Store& store, const BootstrapI
 #endif
 }
 
-shm::Layout shm_layout(const Config& config, int ranks, int cores) {
-  shm::Layout layout;
-  layout.ranks = ranks;
-  std::size_t piece = config.shm_chunk_bytes;
-  if (piece == 0) {
-    // A round's slot (ranks x piece) of 256K stays in cache. With more ranks
-    // than cores every round has every rank scheduled a few times: 512K
-    // (measured at 8 ranks on 2 cores: 2.4-2.8 GB/s at 16M against 1.8-2.1
-    // with 1M slots; 4 ranks within noise).
-    std::size_t slot = ranks > cores ? (512 << 10) : (256 << 10);
-    piece = std::max<std::size_t>(16 << 10, slot / static_cast<std::size_t>(ranks) / 4096 * 4096);
-  }
-  layout.piece_bytes = piece;
-  layout.small_bytes = config.shm_small_max;
-  return layout;
-}
-
 }  // namespace
 
 chorus_comm_t init_communicator(const chorus_init_config_t* c) {
@@ -128,34 +112,47 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   if (logger("comm").should_log(spdlog::level::debug))
     for (const auto& line : plan.describe(info.rank)) logger("comm").debug("{}", line);
 
-  std::unique_ptr<shm::Domain> domain;
-  if (plan.shm_collectives) {
-    shm::Domain::Options o;
-    o.rank = info.rank;
-    o.layout = shm_layout(config, info.world_size, cpus_here);
-    // Spinning (by yielding when ranks outnumber cores, which lets the awaited
-    // rank run) beats a futex wake-up on every shared-memory wait.
-    o.spin_us = resolve_spin_us(config.spin_us);
-    o.oversubscribed = hosts.ranks_on_my_host() > cpus_here;
-    o.name_prefix = shm::segment_name_prefix(info.job_token);
-    o.key_prefix = comm_prefix;
-    o.deadline = deadline;
-    domain = shm::Domain::join(*store, o);
-    if (!domain && requested == "shm")
+  CommSetup setup;
+  setup.link = std::make_shared<Link>();
+  setup.link->transport = std::move(transport);
+  setup.link->store = store;
+  setup.link->store_prefix = comm_prefix;
+  setup.link->job_token = info.job_token;
+  setup.config = config;
+  setup.hosts = hosts;
+  setup.members.resize(static_cast<std::size_t>(info.world_size));
+  std::iota(setup.members.begin(), setup.members.end(), 0);
+  setup.cpus_on_host = cpus_here;
+  setup.name = fmt::format("comm{}", instance);
+  // Shared memory for this host's ranks: every collective's when they are all
+  // the job's ranks, the host team's otherwise.
+  if (plan.host_shm) {
+    int first_here = info.rank;
+    for (int r = 0; r < hosts.size(); ++r)
+      if (hosts.same_host(r, info.rank)) {
+        first_here = r;
+        break;
+      }
+    setup.host_shm =
+        join_host_domain(*store, config, hosts, cpus_here, info.job_token,
+                         plan.shm_collectives ? comm_prefix
+                                              : fmt::format("{}host{}/", comm_prefix, first_here),
+                         deadline);
+    if (!setup.host_shm && requested == "shm")
       throw IoError(CHORUS_ERR_UNSUPPORTED,
                     "CHORUS_TRANSPORT=shm, but the shared-memory segment could not be set up "
                     "(see the warning above)");
   }
+  const bool shm_collectives = plan.shm_collectives && setup.host_shm;
   logger("comm").info(
       "rank {} of {} ready ({} via {}; {} of them on this host, on {} CPUs; collectives "
       "through {}, point-to-point over {})",
       info.rank, info.world_size, info.store_addr, info.source, hosts.ranks_on_my_host(), cpus_here,
-      domain ? "shared memory" : "point-to-point algorithms", transport->name());
+      shm_collectives ? "shared memory" : "point-to-point algorithms",
+      setup.link->transport->name());
 
   auto handle = std::make_unique<chorus_comm>();
-  handle->comm =
-      std::make_unique<Communicator>(std::move(transport), store, config, hosts.ranks_on_my_host(),
-                                     cpus_here, 1, std::move(domain));
+  handle->comm = std::make_unique<Communicator>(std::move(setup));
   chorus_comm_t raw = handle.release();
   register_comm(raw);
   return raw;

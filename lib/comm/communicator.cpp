@@ -3,21 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <regex>
+#include <set>
 
-#include "collectives/allgather/ring.hpp"
-#include "collectives/allgather/shm.hpp"
-#include "collectives/allreduce/recursive_doubling.hpp"
-#include "collectives/allreduce/ring.hpp"
-#include "collectives/allreduce/shm.hpp"
-#include "collectives/barrier/dissemination.hpp"
-#include "collectives/barrier/shm.hpp"
-#include "collectives/broadcast/ring.hpp"
-#include "collectives/broadcast/shm.hpp"
-#include "collectives/common/validate.hpp"
-#include "collectives/reduce_scatter/ring.hpp"
-#include "collectives/reduce_scatter/shm.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
+#include "collectives/registry.hpp"
 
 namespace chorus {
 namespace {
@@ -31,51 +22,62 @@ std::chrono::nanoseconds seconds(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
-// Bytes of count * multiplier elements, refusing overflow (collectives/common/validate.hpp).
-std::size_t checked_bytes(std::size_t count, DataType dtype, std::size_t multiplier,
-                          const char* what) {
-  std::size_t elem = dtype_size(dtype);
-  return checked_total(count, static_cast<int>(multiplier), elem, what) * elem;
+// The ranks of `hosts` that share this rank's host, in rank order.
+std::vector<int> ranks_on_my_host(const topology::HostMap& hosts) {
+  std::vector<int> out;
+  for (int r = 0; r < hosts.size(); ++r)
+    if (hosts.same_host(r, hosts.rank)) out.push_back(r);
+  return out;
 }
 
-void check_buffer(const void* p, std::size_t bytes, const char* name, const char* what) {
-  if (bytes > 0 && p == nullptr)
-    throw UsageError(fmt::format("{}: {} is NULL with a non-zero count", what, name));
+// The lowest rank of every host, in rank order.
+std::vector<int> host_leaders(const topology::HostMap& hosts) {
+  std::vector<int> out;
+  for (int r = 0; r < hosts.size(); ++r) {
+    bool first = true;
+    for (int q = 0; q < r && first; ++q) first = !hosts.same_host(q, r);
+    if (first) out.push_back(r);
+  }
+  return out;
 }
 
-void check_dtype_op(int dtype, int op, const char* what, bool has_op) {
-  if (!valid_dtype(dtype)) throw UsageError(fmt::format("{}: unknown dtype {}", what, dtype));
-  if (has_op && !valid_op(op))
-    throw UsageError(fmt::format("{}: unknown reduction op {}", what, op));
-}
-
-CallSignature signature(CollectiveKind kind, std::size_t count, DataType dtype, ReduceOp op,
-                        int64_t root) {
-  CallSignature sig;
-  sig.kind = static_cast<uint8_t>(kind);
-  sig.count = count;
-  sig.dtype = static_cast<uint8_t>(dtype);
-  sig.op = static_cast<uint8_t>(op);
-  sig.root = root;
-  return sig;
+// The transport ranks of `indices` (ranks of a communicator with `members`).
+std::vector<int> members_of(const std::vector<int>& members, const std::vector<int>& indices) {
+  std::vector<int> out;
+  for (int i : indices) out.push_back(members[static_cast<std::size_t>(i)]);
+  return out;
 }
 
 }  // namespace
 
-Communicator::Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-                           const Config& config, int ranks_on_host, int cpus_on_host, uint32_t tag,
-                           std::unique_ptr<shm::Domain> shm)
-    : transport_(std::move(transport)),
-      shm_(std::move(shm)),
-      keepalive_(std::move(keepalive)),
-      config_(config),
-      tag_(tag),
-      algo_override_(AlgoOverride::parse(config.algo)),
-      default_timeout_(seconds(config.timeout_s)) {
-  if (ranks_on_host <= 0) ranks_on_host = size();
+Communicator::Communicator(CommSetup setup)
+    : link_(std::move(setup.link)),
+      config_(std::move(setup.config)),
+      hosts_(std::move(setup.hosts)),
+      id_(setup.id),
+      name_(std::move(setup.name)),
+      host_shm_(std::move(setup.host_shm)),
+      algo_override_(AlgoOverride::parse(config_.algo)),
+      default_timeout_(seconds(config_.timeout_s)) {
+  Transport& t = *link_->transport;
+  CHORUS_CHECK(id_ <= kMaxCommId, "communicator id {} is beyond {}", id_, kMaxCommId);
+  const std::vector<int> on_host = ranks_on_my_host(hosts_);
+  const bool all_here = static_cast<int>(on_host.size()) == hosts_.size();
+  world_ = Team::of(t, setup.members, team_tag(id_, 1), all_here ? host_shm_.get() : nullptr,
+                    "world");
+  host_ = Team::of(t, members_of(setup.members, on_host), team_tag(id_, 2), host_shm_.get(),
+                   "host");
+  const std::vector<int> leaders = host_leaders(hosts_);
+  if (std::find(leaders.begin(), leaders.end(), hosts_.rank) != leaders.end())
+    leaders_ = Team::of(t, members_of(setup.members, leaders), team_tag(id_, 3), nullptr,
+                        "leaders");
+  CHORUS_CHECK(world_.index == hosts_.rank, "rank {} in the host map is rank {} of the world",
+               hosts_.rank, world_.index);
   config_.spin_us = resolve_spin_us(config_.spin_us);
-  if (cpus_on_host <= 0) cpus_on_host = online_cores();
-  cost_model_ = CostModel::defaults(ranks_on_host, cpus_on_host);
+  const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
+  cost_model_ = CostModel::defaults(static_cast<int>(on_host.size()), cpus);
+  for (auto& k : cache_key_) k.store(kNoChoice);
+  link_->users.fetch_add(1);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -105,7 +107,8 @@ void Communicator::assign_seq_locked(CallSignature& sig) {
 }
 
 template <typename Body>
-void Communicator::run_blocking(CallSignature sig, const Deadline& deadline, const Body& body) {
+void Communicator::run_blocking(CallSignature sig, const Deadline& deadline,
+                                std::size_t segment_bytes, const Body& body) {
   // Nothing outstanding: the next number is this call's, and so is the turn.
   uint64_t done = executed_seq_.load();
   uint64_t expected = done + 1;
@@ -120,7 +123,7 @@ void Communicator::run_blocking(CallSignature sig, const Deadline& deadline, con
   } else {
     wait_for_turn(sig, deadline);
   }
-  std::exception_ptr error = execute(sig, deadline, body);
+  std::exception_ptr error = execute(sig, deadline, segment_bytes, body);
   finish_turn(sig.seq);
   if (error) std::rethrow_exception(error);
 }
@@ -147,14 +150,14 @@ void Communicator::wait_for_turn(CallSignature& sig, const Deadline& deadline) {
   const uint64_t seq = sig.seq;
   auto pos = std::find_if(queue_.begin(), queue_.end(),
                           [seq](const WorkPtr& w) { return w->sig_.seq > seq; });
-  queue_.insert(pos, std::make_shared<Work>(sig, nullptr));
+  queue_.insert(pos, std::make_shared<Work>(sig, 0, nullptr));
   ++queued_;
   work_cv_.notify_one();
   throw IoError(CHORUS_ERR_TIMEOUT, message);
 }
 
-WorkPtr Communicator::run_async(CallSignature sig, Work::Body body) {
-  auto work = std::make_shared<Work>(sig, std::move(body));
+WorkPtr Communicator::run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body) {
+  auto work = std::make_shared<Work>(sig, segment_bytes, std::move(body));
   std::lock_guard lock(mu_);
   assign_seq_locked(work->sig_);
   queue_.push_back(work);
@@ -189,7 +192,8 @@ WorkPtr Communicator::pop_front_locked() {
 
 void Communicator::run_queued(Work& work) {
   // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
-  std::exception_ptr error = execute(work.sig_, default_deadline(), work.body_);
+  std::exception_ptr error =
+      execute(work.sig_, default_deadline(), work.segment_bytes_, work.body_);
   work.body_ = nullptr;  // drop captured state now, not when the handle dies
   if (error)
     work.completion().fail(error);
@@ -211,7 +215,7 @@ void Communicator::run_queued_until(const Work& work) {
 
 template <typename Body>
 std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadline& deadline,
-                                         const Body& body) {
+                                         std::size_t segment_bytes, const Body& body) {
   if (aborted_.load(std::memory_order_acquire)) {  // no lock on the common path
     std::string earlier_abort;
     {
@@ -221,21 +225,19 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return io_error(CHORUS_ERR_ABORTED,
                     fmt::format("communicator was aborted earlier: {}", earlier_abort));
   }
-  CollectiveContext ctx{*transport_,
-                        scratch_,
-                        tag_,
-                        sig,
-                        deadline,
-                        segment_bytes_for(sig),
-                        Spin{config_.spin_us, cost_model_.oversubscribed},
-                        shm_.get()};
+  CollectiveContext ctx = CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
+                                                  Spin{config_.spin_us, cost_model_.oversubscribed});
   try {
     body(ctx);
     return nullptr;
   } catch (const Error& e) {
     log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
     abort(e.what());
-    return std::current_exception();
+    const std::string message = with_local_ranks(e.what());
+    if (dynamic_cast<const IoError*>(&e)) return io_error(e.code(), message);
+    if (dynamic_cast<const UsageError*>(&e))
+      return std::make_exception_ptr(UsageError(e.code(), message));
+    return std::make_exception_ptr(InvariantError(message));
   } catch (const std::exception& e) {
     std::string message = fmt::format("{} failed: {}", describe(sig), e.what());
     abort(message);
@@ -253,12 +255,8 @@ void Communicator::finish_turn(uint64_t seq) {
   if (!queue_.empty()) work_cv_.notify_one();
 }
 
-// The ring pipelines' segment size for this call (per-rank buffer bytes).
-std::size_t Communicator::segment_bytes_for(const CallSignature& sig) const {
-  auto kind = static_cast<CollectiveKind>(sig.kind);
-  std::size_t ranks_factor =
-      kind == CollectiveKind::allgather || kind == CollectiveKind::reduce_scatter ? size() : 1;
-  std::size_t bytes = sig.count * dtype_size(static_cast<DataType>(sig.dtype)) * ranks_factor;
+// The ring pipelines' segment size for a call of `bytes` (CallShape::bytes).
+std::size_t Communicator::segment_bytes_for(std::size_t bytes) const {
   return ring_segment_bytes(bytes, size(), cost_model_, config_.segment_bytes);
 }
 
@@ -268,7 +266,7 @@ void Communicator::abort(const std::string& reason) {
     if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "aborted by the user" : reason;
     aborted_.store(true, std::memory_order_release);
   }
-  transport_->abort(reason);
+  link_->transport->abort(reason);
 }
 
 void Communicator::destroy() {
@@ -294,172 +292,94 @@ void Communicator::destroy() {
   work_cv_.notify_all();
   lock.unlock();
   if (worker_.joinable()) worker_.join();
-  transport_->close();
+  // The connections go with the last communicator of the link (split
+  // relatives share them).
+  if (link_->users.fetch_sub(1) == 1) link_->transport->close();
 }
 
 // --- calls --------------------------------------------------------------
 
+void Communicator::check_usable() {
+  if (destroyed_.load() || aborted_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mu_);
+    check_usable_locked();
+  }
+}
+
 // Every rank derives the same choice from the same inputs; the algorithm is
 // part of the signature, so ranks configured differently fail as a mismatch.
-Algorithm Communicator::choose(CallSignature& sig, std::size_t bytes) {
-  auto kind = static_cast<CollectiveKind>(sig.kind);
-  AlgoChoice choice =
-      choose_algorithm(kind, bytes, size(), algo_override_, cost_model_, shm_ != nullptr);
-  sig.algo = static_cast<uint8_t>(1 + algorithm_index(kind, choice.algo));
-  if (log().should_log(spdlog::level::debug))
-    log().debug("{} {} bytes: {} ({})", collective_name(kind), bytes, choice.algo, choice);
-  return choice.algo;
-}
-
-template <typename Run>
-decltype(auto) Communicator::allreduce_call(const void* send, void* recv, std::size_t count,
-                                            DataType dtype, ReduceOp op, Run&& run) {
-  check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "allreduce", true);
-  std::size_t bytes = checked_bytes(count, dtype, 1, "allreduce");
-  check_buffer(send, bytes, "sendbuf", "allreduce");
-  check_buffer(recv, bytes, "recvbuf", "allreduce");
-  if (send != recv && overlaps(send, bytes, recv, bytes))
-    throw UsageError("allreduce: sendbuf and recvbuf overlap without being the same buffer");
-  auto sig = signature(CollectiveKind::allreduce, count, dtype, op, -1);
-  const Algorithm algo = choose(sig, bytes);
-  return run(sig, [=](CollectiveContext& ctx) {
-    switch (algo) {
-      case Algorithm::shm:
-        return shm_allreduce(ctx, send, recv, count, dtype, op);
-      case Algorithm::recursive_doubling:
-        return recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
-      default:
-        return ring_allreduce(ctx, send, recv, count, dtype, op);
+const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const CallShape& shape,
+                                          CallSignature& sig) {
+  const auto k = static_cast<std::size_t>(call.kind);
+  const uint64_t key = shape.bytes < (uint64_t(1) << 47)
+                           ? (uint64_t(shape.bytes) << 16) | (uint64_t(sig.dtype) << 8) | sig.op
+                           : kNoChoice;
+  if (key != kNoChoice && cache_key_[k].load() == key) {
+    const uint8_t id = cache_id_[k].load();
+    if (cache_key_[k].load() == key) {
+      sig.algo = id;
+      return *algorithm_by_id(id);
     }
-  });
+  }
+  const bool debug = log().should_log(spdlog::level::debug);
+  Selection s = select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, debug);
+  if (debug)
+    log().debug("{} {} bytes: {} ({})", collective_name(call.kind), shape.bytes, s.spec->name, s);
+  cache_key_[k].store(kNoChoice);
+  cache_id_[k].store(s.id);
+  cache_key_[k].store(key);
+  sig.algo = s.id;
+  return *s.spec;
 }
 
-template <typename Run>
-decltype(auto) Communicator::broadcast_call(void* buf, std::size_t count, DataType dtype, int root,
-                                            Run&& run) {
-  check_dtype_op(static_cast<int>(dtype), 0, "broadcast", false);
-  std::size_t bytes = checked_bytes(count, dtype, 1, "broadcast");
-  check_buffer(buf, bytes, "buf", "broadcast");
-  if (root < 0 || root >= size())
-    throw UsageError(fmt::format("broadcast: root {} is not a rank of {}", root, size()));
-  auto sig = signature(CollectiveKind::broadcast, count, dtype, ReduceOp::sum, root);
-  const bool shm = choose(sig, bytes) == Algorithm::shm;
-  return run(sig, [=](CollectiveContext& ctx) {
-    if (shm)
-      shm_broadcast(ctx, buf, count, dtype, root);
-    else
-      ring_broadcast(ctx, buf, count, dtype, root);
-  });
+Selection Communicator::explain(const CollectiveCall& call) const {
+  const CallShape shape = validate(call, rank(), size());
+  return select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, true);
 }
 
-template <typename Run>
-decltype(auto) Communicator::allgather_call(const void* send, void* recv, std::size_t sendcount,
-                                            DataType dtype, Run&& run) {
-  check_dtype_op(static_cast<int>(dtype), 0, "allgather", false);
-  std::size_t bytes = checked_bytes(sendcount, dtype, 1, "allgather");
-  std::size_t total =
-      checked_bytes(sendcount, dtype, static_cast<std::size_t>(size()), "allgather");
-  check_buffer(send, bytes, "sendbuf", "allgather");
-  check_buffer(recv, total, "recvbuf", "allgather");
-  bool in_place = send == static_cast<const std::byte*>(recv) + bytes * rank();
-  if (!in_place && overlaps(send, bytes, recv, total))
-    throw UsageError(
-        "allgather: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + "
-        "rank * sendcount)");
-  auto sig = signature(CollectiveKind::allgather, sendcount, dtype, ReduceOp::sum, -1);
-  const bool shm = choose(sig, total) == Algorithm::shm;
-  return run(sig, [=](CollectiveContext& ctx) {
-    if (shm)
-      shm_allgather(ctx, send, recv, sendcount, dtype);
-    else
-      ring_allgather(ctx, send, recv, sendcount, dtype);
-  });
+void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
+  const CallShape shape = validate(call, rank(), size());
+  CallSignature sig = signature_of(call, size(), shape);
+  const AlgorithmSpec& algo = choose(call, shape, sig);
+  run_blocking(sig, deadline, segment_bytes_for(shape.bytes),
+               [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); });
 }
 
-template <typename Run>
-decltype(auto) Communicator::reduce_scatter_call(const void* send, void* recv,
-                                                 std::size_t recvcount, DataType dtype, ReduceOp op,
-                                                 Run&& run) {
-  check_dtype_op(static_cast<int>(dtype), static_cast<int>(op), "reduce_scatter", true);
-  std::size_t bytes = checked_bytes(recvcount, dtype, 1, "reduce_scatter");
-  std::size_t total =
-      checked_bytes(recvcount, dtype, static_cast<std::size_t>(size()), "reduce_scatter");
-  check_buffer(send, total, "sendbuf", "reduce_scatter");
-  check_buffer(recv, bytes, "recvbuf", "reduce_scatter");
-  bool in_place = recv == static_cast<const std::byte*>(send) + bytes * rank();
-  if (!in_place && overlaps(send, total, recv, bytes))
-    throw UsageError(
-        "reduce_scatter: recvbuf overlaps sendbuf (in place means recvbuf == "
-        "sendbuf + rank * recvcount)");
-  auto sig = signature(CollectiveKind::reduce_scatter, recvcount, dtype, op, -1);
-  const bool shm = choose(sig, total) == Algorithm::shm;
-  return run(sig, [=](CollectiveContext& ctx) {
-    if (shm)
-      shm_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
-    else
-      ring_reduce_scatter(ctx, send, recv, recvcount, dtype, op);
-  });
+WorkPtr Communicator::submit(const CollectiveCall& call) {
+  const CallShape shape = validate(call, rank(), size());
+  CallSignature sig = signature_of(call, size(), shape);
+  const AlgorithmSpec* algo = &choose(call, shape, sig);
+  // The call outlives the caller's arguments: the v-variants' counts are copied.
+  std::shared_ptr<std::vector<std::size_t>> counts;
+  CollectiveCall kept = call;
+  if (call.is_v()) {
+    counts = std::make_shared<std::vector<std::size_t>>(call.counts, call.counts + size());
+    kept.counts = counts->data();
+  }
+  return run_async(sig, segment_bytes_for(shape.bytes),
+                   [kept, shape, algo, counts](CollectiveContext& ctx) { algo->run(ctx, kept, shape); });
 }
 
-template <typename Run>
-decltype(auto) Communicator::barrier_call(Run&& run) {
-  auto sig = signature(CollectiveKind::barrier, 0, DataType::u8, ReduceOp::sum, -1);
-  const bool shm = choose(sig, 0) == Algorithm::shm;
-  return run(sig, [shm](CollectiveContext& ctx) {
-    if (shm)
-      shm_barrier(ctx);
-    else
-      dissemination_barrier(ctx);
-  });
-}
-
-auto Communicator::blocking(const Deadline& deadline) {
-  return [this, &deadline](const CallSignature& sig, const auto& body) {
-    run_blocking(sig, deadline, body);
-  };
-}
-
-auto Communicator::async() {
-  return [this](const CallSignature& sig, auto body) { return run_async(sig, std::move(body)); };
-}
-
-void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
-                             ReduceOp op, const Deadline& deadline) {
-  allreduce_call(send, recv, count, dtype, op, blocking(deadline));
-}
-void Communicator::broadcast(void* buf, std::size_t count, DataType dtype, int root,
-                             const Deadline& deadline) {
-  broadcast_call(buf, count, dtype, root, blocking(deadline));
-}
-void Communicator::allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype,
-                             const Deadline& deadline) {
-  allgather_call(send, recv, sendcount, dtype, blocking(deadline));
-}
-void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
-                                  DataType dtype, ReduceOp op, const Deadline& deadline) {
-  reduce_scatter_call(send, recv, recvcount, dtype, op, blocking(deadline));
-}
-void Communicator::barrier(const Deadline& deadline) {
-  barrier_call(blocking(deadline));
-}
-
-WorkPtr Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype,
-                                 ReduceOp op) {
-  return allreduce_call(send, recv, count, dtype, op, async());
-}
-WorkPtr Communicator::ibroadcast(void* buf, std::size_t count, DataType dtype, int root) {
-  return broadcast_call(buf, count, dtype, root, async());
-}
-WorkPtr Communicator::iallgather(const void* send, void* recv, std::size_t sendcount,
-                                 DataType dtype) {
-  return allgather_call(send, recv, sendcount, dtype, async());
-}
-WorkPtr Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recvcount,
-                                      DataType dtype, ReduceOp op) {
-  return reduce_scatter_call(send, recv, recvcount, dtype, op, async());
-}
-WorkPtr Communicator::ibarrier() {
-  return barrier_call(async());
+// "rank 3" in a message from the transport is the job's (transport) rank;
+// in a split communicator the user knows ranks by their place here.
+std::string Communicator::with_local_ranks(const std::string& message) const {
+  bool identity = true;
+  for (int i = 0; i < size() && identity; ++i) identity = world_.member(i) == i;
+  if (identity) return message;
+  static const std::regex mentioned("rank (\\d+)");
+  std::set<int> seen;
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), mentioned);
+       it != std::sregex_iterator(); ++it)
+    seen.insert(std::stoi((*it)[1]));
+  std::string map;
+  for (int global : seen) {
+    const int local = world_.index_of(global);
+    map += map.empty() ? "" : ", ";
+    map += local >= 0 ? fmt::format("job rank {} is rank {}", global, local)
+                      : fmt::format("job rank {} is not a member", global);
+  }
+  if (map.empty()) return message;
+  return fmt::format("{} [ranks above are job ranks; in {} (split): {}]", message, name_, map);
 }
 
 }  // namespace chorus

@@ -4,25 +4,38 @@
 // communicator's worker thread. The first communication error aborts the
 // communicator (and tells the peers), after which every call fails with
 // CHORUS_ERR_ABORTED quoting that first error.
+//
+// One entry point per form: run() (blocking) and submit() (non-blocking)
+// take a CollectiveCall, validate it once (collectives/call.hpp), choose its
+// algorithm from the registry (collectives/tuner/selection.hpp) and run it
+// over the world team. Point-to-point messages (send/recv) bypass the
+// sequence: they are ordered per (peer, tag) by the transport.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "collectives/context.hpp"
-#include "collectives/tuner/selection.hpp"
 #include "base/core/completion.hpp"
 #include "base/core/config.hpp"
 #include "base/core/contract.hpp"
 #include "base/core/dtype.hpp"
 #include "base/core/scratch.hpp"
+#include "base/topology/host.hpp"
+#include "collectives/call.hpp"
+#include "collectives/context.hpp"
+#include "collectives/team.hpp"
+#include "collectives/tuner/selection.hpp"
+#include "lib/comm/link.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -31,7 +44,8 @@ namespace chorus {
 class Work {
  public:
   using Body = std::function<void(CollectiveContext&)>;
-  Work(CallSignature sig, Body body) : sig_(sig), body_(std::move(body)) {}
+  Work(CallSignature sig, std::size_t segment_bytes, Body body)
+      : sig_(sig), segment_bytes_(segment_bytes), body_(std::move(body)) {}
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
   const Completion& completion() const { return completion_; }
@@ -39,50 +53,81 @@ class Work {
  private:
   friend class Communicator;
   CallSignature sig_;
+  std::size_t segment_bytes_;
   Body body_;
   Completion completion_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// A point-to-point message in flight (isend / irecv).
+struct Message {
+  RequestPtr request;
+  CallSignature sig;
+};
+
+// What a communicator is made of.
+struct CommSetup {
+  std::shared_ptr<Link> link;
+  Config config;
+  topology::HostMap hosts;   // the host of each rank of this communicator, in its rank order
+  std::vector<int> members;  // this communicator's ranks as the transport numbers them
+  uint32_t id = 0;           // tag space (link.hpp)
+  int cpus_on_host = 0;      // CPUs this host's ranks may use between them; 0: online_cores()
+  // Shared memory of this host's ranks (its ranks: their order here), when
+  // allowed and two or more ranks share the host: the world team's too when
+  // every rank is on this host.
+  std::unique_ptr<shm::Domain> host_shm;
+  std::string name = "communicator";  // for logs ("comm1", "comm1.2")
+};
+
 class Communicator {
  public:
-  // `keepalive` owns whatever must outlive the transport (the store, a store
-  // server hosted by this rank).
-  // ranks_on_host: how many ranks of the job share this machine, cpus_on_host:
-  // how many CPUs they may use between them (together they set the spinning
-  // policy and the cost model); 0 means all ranks / online_cores().
-  // shm: the shared-memory domain of the communicator's ranks, when they all
-  // share a host and shared memory is allowed (then collectives use it).
-  Communicator(std::unique_ptr<Transport> transport, std::shared_ptr<void> keepalive,
-               const Config& config, int ranks_on_host = 0, int cpus_on_host = 0, uint32_t tag = 1,
-               std::unique_ptr<shm::Domain> shm = nullptr);
+  explicit Communicator(CommSetup setup);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return transport_->rank(); }
-  int size() const { return transport_->size(); }
+  int rank() const { return world_.index; }
+  int size() const { return world_.size(); }
   const Config& config() const { return config_; }
-  Transport& transport() { return *transport_; }
-  const shm::Domain* shm_domain() const { return shm_.get(); }
+  const Team& world() const { return world_; }
+  const Team& host_team() const { return host_; }
+  // The team of the host leaders (lowest rank of each host), on leaders only.
+  const Team* leaders() const { return leaders_ ? &*leaders_ : nullptr; }
+  Transport& transport() { return *link_->transport; }
+  const shm::Domain* shm_domain() const { return world_.shm; }
+  uint32_t id() const { return id_; }
+  const std::string& name() const { return name_; }
 
-  // Blocking forms take an explicit deadline; asynchronous forms get one of
-  // CHORUS_TIMEOUT from the moment they start executing.
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                 const Deadline& deadline);
-  void broadcast(void* buf, std::size_t count, DataType dtype, int root, const Deadline& deadline);
-  void allgather(const void* send, void* recv, std::size_t sendcount, DataType dtype,
-                 const Deadline& deadline);
-  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
-                      ReduceOp op, const Deadline& deadline);
-  void barrier(const Deadline& deadline);
+  // The single checked entry points of every collective.
+  void run(const CollectiveCall& call, const Deadline& deadline);
+  WorkPtr submit(const CollectiveCall& call);
 
-  WorkPtr iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
-  WorkPtr ibroadcast(void* buf, std::size_t count, DataType dtype, int root);
-  WorkPtr iallgather(const void* send, void* recv, std::size_t sendcount, DataType dtype);
-  WorkPtr ireduce_scatter(const void* send, void* recv, std::size_t recvcount, DataType dtype,
-                          ReduceOp op);
-  WorkPtr ibarrier();
+  // What selection would choose for `call` here, with every candidate's
+  // estimate or refusal (chorus-info, tests).
+  Selection explain(const CollectiveCall& call) const;
+
+  // Point-to-point: messages from one rank to another with a user tag
+  // (0 <= tag <= kMaxUserTag), matched in order per (peer, tag); sizes must
+  // agree exactly. A failure (peer gone, mismatch, deadline) aborts the
+  // communicator, as a collective's does.
+  void send(const void* buf, std::size_t count, DataType dtype, int peer, int tag,
+            const Deadline& deadline);
+  void recv(void* buf, std::size_t count, DataType dtype, int peer, int tag,
+            const Deadline& deadline);
+  Message isend(const void* buf, std::size_t count, DataType dtype, int peer, int tag);
+  Message irecv(void* buf, std::size_t count, DataType dtype, int peer, int tag);
+  // Waits for a message of isend/irecv. A failure aborts the communicator;
+  // so does the deadline when abort_on_timeout (the blocking forms, which
+  // hand the buffer back), else the message stays posted.
+  void wait(const Message& message, const Deadline& deadline, bool abort_on_timeout = true);
+
+  // Collective over this communicator: ranks with the same color form a new
+  // communicator, ordered by (key, rank here); a negative color
+  // (CHORUS_UNDEFINED) joins none and gets null. The child shares this
+  // communicator's connections (no new rendezvous); it has its own sequence
+  // numbers, contract checks, teams and shared-memory domains.
+  std::unique_ptr<Communicator> split(int color, int key, const Deadline& deadline);
 
   // For a thread about to wait for `work` (chorus_wait): while the call at
   // the head of the queue has its turn, this thread runs it instead of leaving
@@ -90,42 +135,29 @@ class Communicator {
   // start a call; then no thread hand-off (a wake-up and a core) is needed.
   void run_queued_until(const Work& work);
 
-  // Fails outstanding and later work here and at the peers.
+  // Fails outstanding and later work here and at the peers. The connections
+  // are shared with split relatives, which fail too.
   void abort(const std::string& reason);
-  // Waits for outstanding work (bounded), says goodbye to the peers, stops the
-  // worker. Later calls fail with CHORUS_ERR_INVALID_USAGE.
+  // Waits for outstanding work (bounded), stops the worker; the last
+  // communicator of a link says goodbye to the peers. Later calls fail with
+  // CHORUS_ERR_INVALID_USAGE.
   void destroy();
 
   // CHORUS_TIMEOUT from now, on the coarse clock (up to Deadline::kCoarseSlack late).
   Deadline default_deadline() const;
 
  private:
-  // Each collective's call: validates the arguments (before a sequence
-  // number is taken), chooses the algorithm, and hands the signature and a
-  // body (capturing the arguments by value) to `run`, returning what it does.
-  template <typename Run>
-  decltype(auto) allreduce_call(const void* send, void* recv, std::size_t count, DataType dtype,
-                                ReduceOp op, Run&& run);
-  template <typename Run>
-  decltype(auto) broadcast_call(void* buf, std::size_t count, DataType dtype, int root, Run&& run);
-  template <typename Run>
-  decltype(auto) allgather_call(const void* send, void* recv, std::size_t sendcount, DataType dtype,
-                                Run&& run);
-  template <typename Run>
-  decltype(auto) reduce_scatter_call(const void* send, void* recv, std::size_t recvcount,
-                                     DataType dtype, ReduceOp op, Run&& run);
-  template <typename Run>
-  decltype(auto) barrier_call(Run&& run);
-
-  // What the *_call functions hand the call to: run_blocking with this
-  // deadline, or run_async.
-  auto blocking(const Deadline& deadline);
-  auto async();
+  // The algorithm for a call (cached per collective for repeated calls of
+  // one shape; logged with why at debug), recorded in sig.algo.
+  const AlgorithmSpec& choose(const CollectiveCall& call, const CallShape& shape,
+                              CallSignature& sig);
+  std::size_t segment_bytes_for(std::size_t bytes) const;
   // Blocking calls run the body on the caller's thread once their turn has
   // come, with no Work object: nothing is allocated on the latency path.
   template <typename Body>
-  void run_blocking(CallSignature sig, const Deadline& deadline, const Body& body);
-  WorkPtr run_async(CallSignature sig, Work::Body body);
+  void run_blocking(CallSignature sig, const Deadline& deadline, std::size_t segment_bytes,
+                    const Body& body);
+  WorkPtr run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body);
   void assign_seq_locked(CallSignature& sig);
   // The slow way to a turn: under mu_, behind earlier asynchronous calls;
   // aborts the communicator if the deadline passes first.
@@ -133,31 +165,54 @@ class Communicator {
   // Runs one call whose turn has come; its error, or null. Aborts the
   // communicator on failure.
   template <typename Body>
-  std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline, const Body& body);
+  std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline,
+                             std::size_t segment_bytes, const Body& body);
   // Advances the turn past `seq` and wakes whoever can use it.
   void finish_turn(uint64_t seq);
-  std::size_t segment_bytes_for(const CallSignature& sig) const;
-  // The algorithm for a call (logged with why at debug), recorded in sig.algo.
-  Algorithm choose(CallSignature& sig, std::size_t bytes);
   void worker_loop();
-  // The queue's head has its turn (mu_ held).
-  bool front_ready_locked() const;
+  bool front_ready_locked() const;  // the queue's head has its turn (mu_ held)
   WorkPtr pop_front_locked();
   // Runs a dequeued asynchronous call: completes or fails it, ends its turn.
   void run_queued(Work& work);
   void check_usable_locked() const;
+  void check_usable();
+  // An error's message with the job ranks it names translated to this
+  // communicator's ranks (split communicators).
+  std::string with_local_ranks(const std::string& message) const;
+  // Point-to-point helpers (p2p.cpp).
+  CallSignature p2p_signature(std::size_t count, DataType dtype, int receiver, int tag,
+                              int peer, bool sending);
+  [[noreturn]] void fail_p2p(const std::exception_ptr& error, const CallSignature& sig);
 
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<shm::Domain> shm_;
-  std::shared_ptr<void> keepalive_;
+  std::shared_ptr<Link> link_;
   Config config_;
-  uint32_t tag_;
+  topology::HostMap hosts_;
+  uint32_t id_;
+  std::string name_;
+  std::unique_ptr<shm::Domain> host_shm_;
+  Team world_;
+  Team host_;
+  std::optional<Team> leaders_;
   AlgoOverride algo_override_;                // parsed CHORUS_ALGO
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   CostModel cost_model_;
   ScratchPool scratch_;  // used only by the executing call (one at a time)
 
-  // Lock order: mu_ is never held while a collective runs.
+  // The last choice per collective: repeated calls of one shape (the common
+  // case in training) skip selection. Key: bytes << 16 | dtype << 8 | op
+  // (kNoChoice: none); id: CallSignature::algo. A reader takes the id only if
+  // the key reads the same before and after it (writers clear the key first),
+  // so concurrent callers never pair one shape's key with another's id.
+  static constexpr uint64_t kNoChoice = ~uint64_t(0);
+  std::array<std::atomic<uint64_t>, kCollectiveKinds> cache_key_;
+  std::array<std::atomic<uint8_t>, kCollectiveKinds> cache_id_;
+
+  // Point-to-point sequence numbers per (peer, tag), one per direction.
+  std::mutex p2p_mu_;
+  std::map<std::pair<int, int>, uint64_t> sent_, received_;
+
+  // Lock order: mu_ is never held while a collective runs; p2p_mu_ is a
+  // leaf (nothing is locked while holding it).
   //
   // The turn: calls run in sequence order. A blocking call with nothing
   // outstanding takes its number and its turn without mu_, by one

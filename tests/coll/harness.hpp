@@ -57,29 +57,28 @@ struct RankOutcome {
 class RankEnv {
  public:
   RankEnv(Transport& t, const RunOptions& options, shm::Domain* domain, uint64_t seq_base)
-      : transport(t), shm(domain), options_(options), seq_base_(seq_base) {}
+      : transport(t),
+        shm(domain),
+        team(Team::whole(t, 1, domain)),
+        options_(options),
+        seq_base_(seq_base) {}
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
-  // A context for one call, its deadline starting now. Over a world reused
-  // from earlier runs (TCP, UCX, shared memory), sequence numbers are offset
-  // per run so that calls of different runs never share one, as in a
-  // communicator: a message or announcement left over from an earlier run
-  // then fails the signature check instead of matching.
+  // A context for one call over the whole team, its deadline starting now.
+  // Over a world reused from earlier runs (TCP, UCX, shared memory), sequence
+  // numbers are offset per run so that calls of different runs never share
+  // one, as in a communicator: a message or announcement left over from an
+  // earlier run then fails the signature check instead of matching.
   CollectiveContext context(CallSignature sig) {
     sig.seq += seq_base_;
-    return CollectiveContext{transport,
-                             scratch,
-                             1,
-                             sig,
-                             Deadline::after(options_.timeout),
-                             options_.segment_bytes,
-                             options_.spin_us,
-                             shm};
+    return CollectiveContext::over(team, scratch, sig, Deadline::after(options_.timeout),
+                                   options_.segment_bytes, options_.spin_us);
   }
 
   ScratchPool scratch;
   Transport& transport;
   shm::Domain* shm;  // set when the run is over TransportKind::shm
+  Team team;         // every rank, tag 1, the domain (if any)
 
  private:
   const RunOptions& options_;

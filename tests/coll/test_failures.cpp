@@ -168,25 +168,3 @@ TEST_CASE("a rank that never calls makes the others time out naming the peer", "
                Catch::Contains(fmt::format("receive from rank {}", absent)));
   }
 }
-
-TEST_CASE("bad arguments are usage errors", "[usage]") {
-  auto outcomes = run_ranks(2, RunOptions{}, [&](RankEnv& env) {
-    std::vector<int32_t> buf(16);
-    auto ctx = env.context(make_sig(CollectiveKind::allreduce, 1, 8, DataType::i32));
-    ring_allreduce(ctx, buf.data(), buf.data() + 4, 8, DataType::i32, ReduceOp::sum);
-  });
-  for (const auto& o : outcomes) CHECK(o.code == CHORUS_ERR_INVALID_ARGUMENT);
-  outcomes = run_ranks(2, RunOptions{}, [&](RankEnv& env) {
-    std::vector<int32_t> buf(4);
-    auto ctx =
-        env.context(make_sig(CollectiveKind::broadcast, 1, 4, DataType::i32, ReduceOp::sum, 2));
-    ring_broadcast(ctx, buf.data(), 4, DataType::i32, 2);
-  });
-  for (const auto& o : outcomes) CHECK(o.code == CHORUS_ERR_INVALID_ARGUMENT);
-  outcomes = run_ranks(2, RunOptions{}, [&](RankEnv& env) {
-    std::vector<int32_t> buf(8);
-    auto ctx = env.context(make_sig(CollectiveKind::allgather, 1, 4, DataType::i32));
-    ring_allgather(ctx, buf.data() + 1, buf.data(), 4, DataType::i32);
-  });
-  for (const auto& o : outcomes) CHECK(o.code == CHORUS_ERR_INVALID_ARGUMENT);
-}

@@ -1,31 +1,72 @@
-// Algorithm selection: the CHORUS_ALGO grammar and the cost model.
+// Algorithm selection over the registry: the CHORUS_ALGO grammar, the cost
+// model, refusals and fallback, and the registry's own invariants.
 #include <catch2/catch.hpp>
 
-#include "collectives/tuner/selection.hpp"
+#include <set>
+#include <string>
+
 #include "base/core/error.hpp"
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/shm/domain.hpp"
+#include "collectives/team.hpp"
+#include "collectives/tuner/selection.hpp"
 
 using namespace chorus;
+
+namespace {
+
+// A team of n ranks for planning (no transport: never run), with a
+// shared-memory layout when `shm`.
+Team plan_team(int n, const shm::Layout* shm = nullptr) {
+  Team t;
+  for (int i = 0; i < n; ++i) t.members.push_back(i);
+  t.shm_layout = shm;
+  return t;
+}
+
+CollectiveCall call_of(CollectiveKind kind) {
+  CollectiveCall c;
+  c.kind = kind;
+  return c;
+}
+
+std::string_view chosen(CollectiveKind kind, std::size_t bytes, const Team& team,
+                        const AlgoOverride& user, const CostModel& model) {
+  return select_algorithm(call_of(kind), bytes, team, user, model).spec->name;
+}
+
+}  // namespace
 
 TEST_CASE("CHORUS_ALGO: rules cover [lo, hi) per collective", "[tuner]") {
   auto o =
       AlgoOverride::parse("allreduce:0-64K:recursive_doubling,64K-inf:ring;broadcast:0-inf:ring");
-  CHECK(o.lookup(CollectiveKind::allreduce, 0) == Algorithm::recursive_doubling);
-  CHECK(o.lookup(CollectiveKind::allreduce, 65535) == Algorithm::recursive_doubling);
-  CHECK(o.lookup(CollectiveKind::allreduce, 65536) == Algorithm::ring);
-  CHECK(o.lookup(CollectiveKind::allreduce, std::size_t(1) << 40) == Algorithm::ring);
-  CHECK(o.lookup(CollectiveKind::broadcast, 10) == Algorithm::ring);
-  CHECK(o.lookup(CollectiveKind::allgather, 10).has_value() == false);
+  CHECK(o.lookup(CollectiveKind::allreduce, 0)->name == "recursive_doubling");
+  CHECK(o.lookup(CollectiveKind::allreduce, 65535)->name == "recursive_doubling");
+  CHECK(o.lookup(CollectiveKind::allreduce, 65536)->name == "ring");
+  CHECK(o.lookup(CollectiveKind::allreduce, std::size_t(1) << 40)->name == "ring");
+  CHECK(o.lookup(CollectiveKind::broadcast, 10)->name == "ring");
+  CHECK(o.lookup(CollectiveKind::broadcast, 10)->kind == CollectiveKind::broadcast);
+  CHECK(o.lookup(CollectiveKind::allgather, 10) == nullptr);
   CHECK(AlgoOverride::parse("").empty());
   auto gap = AlgoOverride::parse("allreduce:1K-2K:ring");
-  CHECK(gap.lookup(CollectiveKind::allreduce, 512).has_value() == false);
+  CHECK(gap.lookup(CollectiveKind::allreduce, 512) == nullptr);
 }
 
-TEST_CASE("CHORUS_ALGO: malformed text is refused with the reason", "[tuner]") {
+TEST_CASE("CHORUS_ALGO: malformed text or an unknown algorithm is refused naming it", "[tuner]") {
   for (const char* bad :
        {"allreduce", "allreduce:0-64K", "allreduce:64K-0:ring", "allreduce:0-1K:tree",
-        "gather:0-inf:ring", "allreduce:x-1K:ring", "broadcast:0-inf:recursive_doubling"}) {
+        "gather:0-inf:ring", "allreduce:x-1K:ring", "broadcast:0-inf:recursive_doubling",
+        "send:0-inf:ring", "nosuch:0-inf:ring"}) {
     INFO(bad);
     CHECK_THROWS_AS(AlgoOverride::parse(bad), UsageError);
+  }
+  try {
+    AlgoOverride::parse("allreduce:0-inf:bogus_algo");
+    FAIL("accepted");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("bogus_algo") && Catch::Contains("ring") &&
+                             Catch::Contains("recursive_doubling"));
   }
 }
 
@@ -36,26 +77,53 @@ TEST_CASE("cost model: latency-bound sizes take recursive doubling, large ones t
     for (int on_host : {ranks, 1}) {
       CostModel m = CostModel::defaults(on_host, 2);
       INFO("ranks " << ranks << ", " << on_host << " on this host");
-      CHECK(choose_algorithm(CollectiveKind::allreduce, 8, ranks, none, m).algo ==
-            Algorithm::recursive_doubling);
-      CHECK(choose_algorithm(CollectiveKind::allreduce, 64 << 20, ranks, none, m).algo ==
-            Algorithm::ring);
+      const Team team = plan_team(ranks);
+      CHECK(chosen(CollectiveKind::allreduce, 8, team, none, m) == "recursive_doubling");
+      CHECK(chosen(CollectiveKind::allreduce, 64 << 20, team, none, m) == "ring");
     }
   }
   // Oversubscription makes steps dearer, so the crossover moves up.
   auto crossover = [&](int ranks, CostModel m) {
     std::size_t b = 8;
-    while (choose_algorithm(CollectiveKind::allreduce, b, ranks, none, m).algo != Algorithm::ring)
-      b *= 2;
+    while (chosen(CollectiveKind::allreduce, b, plan_team(ranks), none, m) != "ring") b *= 2;
     return b;
   };
   CHECK(crossover(8, CostModel::defaults(8, 2)) > crossover(8, CostModel::defaults(2, 2)));
   // The override wins over the model.
   auto forced = AlgoOverride::parse("allreduce:0-inf:ring");
-  CHECK(choose_algorithm(CollectiveKind::allreduce, 8, 4, forced, CostModel{}).algo ==
-        Algorithm::ring);
-  CHECK(choose_algorithm(CollectiveKind::allreduce, 8, 1, none, CostModel{}).algo ==
-        Algorithm::ring);
+  auto s = select_algorithm(call_of(CollectiveKind::allreduce), 8, plan_team(4), forced,
+                            CostModel{}, true);
+  CHECK(s.spec->name == "ring");
+  CHECK(s.forced);
+  CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose ring"));
+}
+
+TEST_CASE("shared memory is an algorithm with a cost: chosen on one host, refused elsewhere",
+          "[tuner]") {
+  shm::Layout layout;
+  layout.ranks = 4;
+  const AlgoOverride none;
+  const CostModel m = CostModel::defaults(4, 2);
+  for (auto kind : {CollectiveKind::allreduce, CollectiveKind::broadcast,
+                    CollectiveKind::allgather, CollectiveKind::reduce_scatter,
+                    CollectiveKind::barrier}) {
+    INFO(collective_name(kind));
+    for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 26}) {
+      CHECK(chosen(kind, bytes, plan_team(4, &layout), none, m) == "shm");
+      CHECK(chosen(kind, bytes, plan_team(4), none, m) != "shm");
+    }
+  }
+  // A forced algorithm that refuses falls back, and says why.
+  auto forced = AlgoOverride::parse("allreduce:0-inf:shm");
+  auto s = select_algorithm(call_of(CollectiveKind::allreduce), 8, plan_team(4), forced, m, true);
+  CHECK(s.spec->name == "recursive_doubling");
+  CHECK_FALSE(s.forced);
+  REQUIRE(s.refused_override != nullptr);
+  CHECK(s.refused_override->name == "shm");
+  CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose shm, which refused") &&
+                          Catch::Contains("no shared-memory domain"));
+  // Every candidate is listed with its estimate or its refusal.
+  CHECK(s.candidates.size() == algorithms_for(CollectiveKind::allreduce).size());
 }
 
 TEST_CASE("ring segments: about 16 per chunk within [256K, 1M]; the user's size wins", "[tuner]") {
@@ -69,15 +137,52 @@ TEST_CASE("ring segments: about 16 per chunk within [256K, 1M]; the user's size 
 }
 
 TEST_CASE("algorithm positions are part of the call contract and never move", "[tuner]") {
-  // The call signature records 1 + the position (ranks compare it), and
-  // CHORUS_ALGO and chorus-info use the names.
-  CHECK(algorithm_index(CollectiveKind::allreduce, Algorithm::ring) == 0);
-  CHECK(algorithm_index(CollectiveKind::allreduce, Algorithm::recursive_doubling) == 1);
-  CHECK(algorithm_index(CollectiveKind::allreduce, Algorithm::shm) == 2);
-  CHECK(algorithm_index(CollectiveKind::broadcast, Algorithm::shm) == 1);
-  CHECK(algorithm_index(CollectiveKind::barrier, Algorithm::dissemination) == 0);
-  CHECK_THROWS(algorithm_index(CollectiveKind::barrier, Algorithm::ring));
-  CHECK(algorithm_name(Algorithm::recursive_doubling) == "recursive_doubling");
-  CHECK(AlgoOverride::parse("barrier:0-inf:shm").lookup(CollectiveKind::barrier, 0) ==
-        Algorithm::shm);
+  // The call signature records 1 + the registry position (ranks compare it);
+  // CHORUS_ALGO and chorus-info use the names. New algorithms go at the end.
+  const std::pair<CollectiveKind, const char*> first[] = {
+      {CollectiveKind::allreduce, "ring"},          {CollectiveKind::allreduce, "recursive_doubling"},
+      {CollectiveKind::allreduce, "shm"},           {CollectiveKind::broadcast, "ring"},
+      {CollectiveKind::broadcast, "shm"},           {CollectiveKind::allgather, "ring"},
+      {CollectiveKind::allgather, "shm"},           {CollectiveKind::reduce_scatter, "ring"},
+      {CollectiveKind::reduce_scatter, "shm"},      {CollectiveKind::barrier, "dissemination"},
+      {CollectiveKind::barrier, "shm"},
+  };
+  for (std::size_t i = 0; i < std::size(first); ++i) {
+    const AlgorithmSpec* spec = find_algorithm(first[i].first, first[i].second);
+    INFO(collective_name(first[i].first) << " " << first[i].second);
+    REQUIRE(spec != nullptr);
+    CHECK(algorithm_id(*spec) == i + 1);
+    CHECK(algorithm_by_id(static_cast<uint8_t>(i + 1)) == spec);
+  }
+  CHECK(algorithm_by_id(0) == nullptr);
+  CHECK(find_algorithm(CollectiveKind::barrier, "ring") == nullptr);
+}
+
+TEST_CASE("registry: every algorithm described, named once per collective, runnable",
+          "[tuner][registry]") {
+  std::set<std::pair<CollectiveKind, std::string_view>> seen;
+  for (const AlgorithmSpec* spec : algorithms()) {
+    INFO(collective_name(spec->kind) << " " << spec->name);
+    CHECK_FALSE(spec->name.empty());
+    CHECK(spec->summary.size() > 20);
+    CHECK(spec->refusal != nullptr);
+    CHECK(spec->estimate_us != nullptr);
+    CHECK(spec->run != nullptr);
+    CHECK(seen.insert({spec->kind, spec->name}).second);
+    CHECK(spec->kind != CollectiveKind::none);
+    CHECK(spec->kind != CollectiveKind::send);
+  }
+  // Every collective has an algorithm that runs anywhere (no shared memory).
+  for (int k = 1; k < kCollectiveKinds; ++k) {
+    auto kind = static_cast<CollectiveKind>(k);
+    if (kind == CollectiveKind::send) continue;
+    INFO(collective_name(kind));
+    CHECK_NOTHROW(select_algorithm(call_of(kind), 64, plan_team(3), AlgoOverride{}, CostModel{}));
+  }
+  // describe() names algorithms once the registry is up.
+  CallSignature sig;
+  sig.kind = static_cast<uint8_t>(CollectiveKind::allreduce);
+  sig.algo = algorithm_id(*find_algorithm(CollectiveKind::allreduce, "recursive_doubling"));
+  algorithms();
+  CHECK_THAT(describe(sig), Catch::Contains("algorithm recursive_doubling"));
 }

@@ -16,7 +16,11 @@ expect "config lists CHORUS_TIMEOUT" '^CHORUS_TIMEOUT ' "$info" --config
 expect "plan honours CHORUS_ALGO" 'CHORUS_ALGO chose ring' env CHORUS_ALGO=allreduce:0-inf:ring "$info" --plan --np 4
 expect "plan: oversubscribed hosts take recursive doubling" recursive_doubling "$info" --plan --np 8 --ranks-on-host 4
 CHORUS_TIMEOUT=-1 "$info" --config >/dev/null 2>&1 && fail "CHORUS_TIMEOUT=-1 was accepted"
-expect "plan: one host is shared memory" 'shm .*all 4 ranks share this host' "$info" --plan --np 4
+expect "plan: one host is shared memory" 'shared memory: all 4 ranks share this host' "$info" --plan --np 4
+expect "plan: shared memory chosen at 8 bytes" '^ +8 +shm ' "$info" --plan --np 4
+expect "plan: refusals listed" 'shm: .*refused here: no shared-memory domain' "$info" --plan --np 8 --ranks-on-host 4
+expect "plan of another collective" '^reduce plan for 4 ranks' "$info" --plan --np 4 --collective reduce
+"$info" --plan --collective nosuch >/dev/null 2>&1 && fail "--collective nosuch was accepted"
 expect "transports: one host" '^collectives: shared memory' "$info" --transports --np 2
 expect "transports: two hosts" '^collectives: point-to-point algorithms \(the 4 ranks run on 2 hosts\)' \
   "$info" --transports --np 4 --hosts a,a,b,b

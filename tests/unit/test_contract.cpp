@@ -1,11 +1,12 @@
 // Call signatures: the digest that shared-memory mail headers carry tells
-// every compared field apart and ignores the reserved bytes, as operator== does.
+// every field apart, as operator== does, and equal calls digest equally.
 #include <catch2/catch.hpp>
 
 #include <functional>
 #include <vector>
 
 #include "base/core/contract.hpp"
+#include "base/core/dtype.hpp"
 
 using namespace chorus;
 
@@ -20,7 +21,6 @@ TEST_CASE("signature digest: equal for equal calls, different for each differing
   base.op = 1;
   base.algo = 3;
   CallSignature same = base;
-  same.reserved[2] = 9;  // not compared by operator==, so not digested either
   REQUIRE(same == base);
   CHECK(signature_digest(same) == signature_digest(base));
 
@@ -32,6 +32,7 @@ TEST_CASE("signature digest: equal for equal calls, different for each differing
       [](CallSignature& s) { s.dtype += 1; },
       [](CallSignature& s) { s.op += 1; },
       [](CallSignature& s) { s.algo += 1; },
+      [](CallSignature& s) { s.layout = 0x1234; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     CallSignature other = base;
@@ -40,4 +41,29 @@ TEST_CASE("signature digest: equal for equal calls, different for each differing
     REQUIRE_FALSE(other == base);
     CHECK(signature_digest(other) != signature_digest(base));
   }
+}
+
+TEST_CASE("signatures describe themselves; algorithms by name once a namer is set",
+          "[contract]") {
+  CallSignature s;
+  s.seq = 4;
+  s.count = 10;
+  s.kind = static_cast<uint8_t>(CollectiveKind::reduce);
+  s.dtype = static_cast<uint8_t>(DataType::f32);
+  s.op = static_cast<uint8_t>(ReduceOp::max);
+  s.root = 2;
+  s.algo = 5;
+  set_algorithm_namer(nullptr);
+  CHECK(describe(s) == "reduce #4 (count 10, float32, max, root 2, algorithm 5)");
+  set_algorithm_namer([](uint8_t a) -> std::string_view { return a == 5 ? "tree" : "?"; });
+  CHECK(describe(s) == "reduce #4 (count 10, float32, max, root 2, algorithm tree)");
+  set_algorithm_namer(nullptr);
+  s.kind = static_cast<uint8_t>(CollectiveKind::send);
+  s.algo = 0;
+  s.layout = 77;
+  CHECK(describe(s) == "send #4 (count 10, float32, to rank 2, tag 77)");
+  s.kind = static_cast<uint8_t>(CollectiveKind::allgatherv);
+  s.root = -1;
+  s.layout = 0xabc;
+  CHECK(describe(s) == "allgatherv #4 (count 10, float32, counts digest 00000abc)");
 }

@@ -1,0 +1,143 @@
+// A collective call's arguments are checked in one place (collectives/call.hpp)
+// with one set of messages; signatures carry what ranks must agree on.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "base/core/error.hpp"
+#include "collectives/call.hpp"
+
+using namespace chorus;
+
+namespace {
+
+CollectiveCall call(CollectiveKind kind, const void* send, void* recv, std::size_t count,
+                    int root = -1) {
+  CollectiveCall c;
+  c.kind = kind;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = DataType::i32;
+  c.root = root;
+  return c;
+}
+
+// The message of the UsageError validate throws ("" when it accepts).
+std::string refusal(const CollectiveCall& c, int rank = 0, int size = 2) {
+  try {
+    validate(c, rank, size);
+  } catch (const UsageError& e) {
+    CHECK(e.code() == CHORUS_ERR_INVALID_ARGUMENT);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("validate: buffers, overlap and in place per collective", "[call]") {
+  std::vector<int32_t> a(64), b(64);
+  int32_t* x = a.data();
+  int32_t* y = b.data();
+  using K = CollectiveKind;
+  // Accepted.
+  CHECK(refusal(call(K::allreduce, x, y, 8)) == "");
+  CHECK(refusal(call(K::allreduce, x, x, 8)) == "");
+  CHECK(refusal(call(K::allreduce, nullptr, nullptr, 0)) == "");
+  CHECK(refusal(call(K::broadcast, nullptr, x, 8, 1)) == "");
+  CHECK(refusal(call(K::reduce, x, nullptr, 8, 1), 0) == "");  // recv unused off the root
+  CHECK(refusal(call(K::reduce, x, x, 8, 0), 0) == "");
+  CHECK(refusal(call(K::allgather, x, y, 4), 1) == "");
+  CHECK(refusal(call(K::allgather, y + 4, y, 4), 1) == "");  // in place
+  CHECK(refusal(call(K::gather, x, nullptr, 4, 0), 1) == "");
+  CHECK(refusal(call(K::gather, y + 4, y, 4, 1), 1) == "");  // in place at the root
+  CHECK(refusal(call(K::scatter, nullptr, x, 4, 0), 1) == "");
+  CHECK(refusal(call(K::scatter, y, y + 4, 4, 1), 1) == "");  // in place at the root
+  CHECK(refusal(call(K::reduce_scatter, x, x + 4, 4), 1) == "");
+  CHECK(refusal(call(K::alltoall, x, y, 4)) == "");
+  CHECK(refusal(call(K::barrier, nullptr, nullptr, 0)) == "");
+  // Refused, each with its reason.
+  CHECK_THAT(refusal(call(K::allreduce, nullptr, y, 8)), Catch::Contains("allreduce: sendbuf is NULL"));
+  CHECK_THAT(refusal(call(K::allreduce, x, x + 1, 8)),
+             Catch::Contains("allreduce: sendbuf and recvbuf overlap"));
+  CHECK_THAT(refusal(call(K::broadcast, nullptr, x, 8, 2)),
+             Catch::Contains("broadcast: root 2 is not a rank of 2"));
+  CHECK_THAT(refusal(call(K::reduce, x, x + 1, 8, 0), 0), Catch::Contains("overlap at the root"));
+  CHECK_THAT(refusal(call(K::reduce, x, nullptr, 8, 0), 0), Catch::Contains("recvbuf is NULL"));
+  CHECK_THAT(refusal(call(K::gather, x, nullptr, 4, -1)), Catch::Contains("root -1"));
+  CHECK_THAT(refusal(call(K::allgather, y + 1, y, 4), 1),
+             Catch::Contains("in place means sendbuf == recvbuf + rank * count"));
+  CHECK_THAT(refusal(call(K::scatter, y, y + 1, 4, 0), 0),
+             Catch::Contains("in place means recvbuf == sendbuf + root * count"));
+  CHECK_THAT(refusal(call(K::reduce_scatter, x, x + 1, 4), 1), Catch::Contains("recvbuf overlaps"));
+  CHECK_THAT(refusal(call(K::alltoall, x, x + 4, 4)), Catch::Contains("overlap"));
+  auto bad_dtype = call(K::allreduce, x, y, 8);
+  bad_dtype.dtype = static_cast<DataType>(99);
+  CHECK_THAT(refusal(bad_dtype), Catch::Contains("allreduce: unknown dtype 99"));
+  auto bad_op = call(K::reduce, x, y, 8, 0);
+  bad_op.op = static_cast<ReduceOp>(42);
+  CHECK_THAT(refusal(bad_op), Catch::Contains("reduce: unknown reduction op 42"));
+  // Sizes that overflow.
+  CHECK_THAT(refusal(call(K::allgather, x, y, SIZE_MAX / 2)), Catch::Contains("too many bytes"));
+  // Device buffers are for a later build.
+  auto device = call(K::allreduce, x, y, 8);
+  device.memory = MemoryKind::device;
+  try {
+    validate(device, 0, 2);
+    FAIL("device memory accepted");
+  } catch (const UsageError& e) {
+    CHECK(e.code() == CHORUS_ERR_UNSUPPORTED);
+  }
+}
+
+TEST_CASE("validate: variable counts", "[call]") {
+  std::vector<int32_t> buf(64), out(64);
+  const std::size_t counts[3] = {2, 0, 5};
+  auto v = call(CollectiveKind::allgatherv, buf.data(), out.data(), 0);
+  v.counts = counts;
+  auto shape = validate(v, 2, 3);
+  CHECK(shape.total == 7);
+  CHECK(shape.offset == 2);
+  CHECK(shape.bytes == 28);
+  v.send = out.data() + 2;  // in place: this rank's block
+  CHECK(refusal(v, 2, 3) == "");
+  v.send = out.data() + 1;
+  CHECK_THAT(refusal(v, 2, 3), Catch::Contains("allgatherv: sendbuf overlaps recvbuf"));
+  v.counts = nullptr;
+  CHECK_THAT(refusal(v, 2, 3), Catch::Contains("counts is NULL"));
+  auto rs = call(CollectiveKind::reduce_scatterv, buf.data(), buf.data() + 2, 0);
+  rs.counts = counts;
+  CHECK(refusal(rs, 2, 3) == "");
+  rs.recv = nullptr;
+  CHECK_THAT(refusal(rs, 2, 3), Catch::Contains("recvbuf is NULL"));
+  rs.recv = buf.data() + 2;
+  CHECK(refusal(rs, 1, 3) == "");  // rank 1 receives nothing: a NULL-free empty block is fine
+}
+
+TEST_CASE("signatures: what every rank must agree on", "[call]") {
+  std::vector<int32_t> x(16);
+  auto a = call(CollectiveKind::reduce, x.data(), x.data(), 8, 1);
+  a.op = ReduceOp::max;
+  auto sig = signature_of(a, 2, validate(a, 1, 2));
+  CHECK(sig.kind == static_cast<uint8_t>(CollectiveKind::reduce));
+  CHECK(sig.count == 8);
+  CHECK(sig.root == 1);
+  CHECK(sig.op == static_cast<uint8_t>(ReduceOp::max));
+  // Non-reducing collectives leave op out; unrooted ones the root.
+  auto g = call(CollectiveKind::allgather, x.data(), x.data(), 4);
+  g.op = ReduceOp::max;
+  auto gsig = signature_of(g, 2, validate(g, 0, 2));
+  CHECK(gsig.op == 0);
+  CHECK(gsig.root == -1);
+  // v-variants: the counts' digest, and the total as the count.
+  const std::size_t c1[2] = {3, 4}, c2[2] = {4, 3};
+  auto v = call(CollectiveKind::allgatherv, x.data(), x.data() + 8, 0);
+  v.counts = c1;
+  auto s1 = signature_of(v, 2, validate(v, 0, 2));
+  v.counts = c2;
+  auto s2 = signature_of(v, 2, validate(v, 0, 2));
+  CHECK(s1.count == 7);
+  CHECK(s1.layout != 0);
+  CHECK_FALSE(s1 == s2);
+}
