@@ -7,18 +7,31 @@
 #include "collectives/team.hpp"
 
 // Every algorithm, in registry order (see registry.hpp: append only).
-#define CHORUS_ALGORITHMS(X)         \
-  X(ring_allreduce)                  \
-  X(recursive_doubling_allreduce)    \
-  X(shm_allreduce)                   \
-  X(ring_broadcast)                  \
-  X(shm_broadcast)                   \
-  X(ring_allgather)                  \
-  X(shm_allgather)                   \
-  X(ring_reduce_scatter)             \
-  X(shm_reduce_scatter)              \
-  X(dissemination_barrier)           \
-  X(shm_barrier)
+#define CHORUS_ALGORITHMS(X)      \
+  X(ring_allreduce)               \
+  X(recursive_doubling_allreduce) \
+  X(shm_allreduce)                \
+  X(ring_broadcast)               \
+  X(shm_broadcast)                \
+  X(ring_allgather)               \
+  X(shm_allgather)                \
+  X(ring_reduce_scatter)          \
+  X(shm_reduce_scatter)           \
+  X(dissemination_barrier)        \
+  X(shm_barrier)                  \
+  X(tree_reduce)                  \
+  X(ring_reduce)                  \
+  X(shm_reduce)                   \
+  X(linear_gather)                \
+  X(shm_gather)                   \
+  X(linear_scatter)               \
+  X(shm_scatter)                  \
+  X(pairwise_alltoall)            \
+  X(shm_alltoall)                 \
+  X(ring_allgatherv)              \
+  X(shm_allgatherv)               \
+  X(ring_reduce_scatterv)         \
+  X(shm_reduce_scatterv)
 
 namespace chorus {
 
@@ -43,7 +56,8 @@ std::string_view name_of(uint8_t id) {
 struct ByKind {
   std::array<std::vector<const AlgorithmSpec*>, kCollectiveKinds> lists;
   ByKind() {
-    for (const AlgorithmSpec* spec : kAll) lists[static_cast<std::size_t>(spec->kind)].push_back(spec);
+    for (const AlgorithmSpec* spec : kAll)
+      lists[static_cast<std::size_t>(spec->kind)].push_back(spec);
     set_algorithm_namer(&name_of);  // describe() names algorithms from now on
   }
 };
@@ -83,8 +97,8 @@ const AlgorithmSpec* algorithm_by_id(uint8_t id) {
 
 const char* needs_shared_memory(const Team& team, const CollectiveCall&) {
   return team.shm_layout ? nullptr
-                  : "no shared-memory domain: the team's ranks do not all share a host, or "
-                    "CHORUS_TRANSPORT excludes shared memory";
+                         : "no shared-memory domain: the team's ranks do not all share a host, or "
+                           "CHORUS_TRANSPORT excludes shared memory";
 }
 
 const char* runs_anywhere(const Team&, const CollectiveCall&) {

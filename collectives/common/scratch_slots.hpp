@@ -9,7 +9,10 @@ namespace chorus::scratch_slot {
 inline constexpr int ring_staging = 0;    // ring pipeline: received segments before reduction
 inline constexpr int small_exchange = 1;  // recursive doubling: the partner's buffer
 inline constexpr int shm_reduction =
-    2;  // shared memory: one reduced piece, before it is copied out
+    2;                                  // shared memory: one reduced piece, before it is copied out
+inline constexpr int tree_partial = 3;  // binomial reduce: this rank's partial result
+inline constexpr int tree_incoming = 4;  // binomial reduce: a child's partial result
+inline constexpr int owned_chunk = 5;    // ring reduce: a non-root's reduced chunk
 inline constexpr int kFirstFreeSlot = 8;
 
 }  // namespace chorus::scratch_slot

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "collectives/common/scratch_slots.hpp"
 #include "base/core/error.hpp"
 #include "base/core/memcopy.hpp"
+#include "collectives/common/scratch_slots.hpp"
 
 namespace chorus {
 
@@ -100,11 +100,11 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
           // Its own slot piece is not an input (its input is read in place):
           // reduce straight into it, where the others will gather from.
           reduce_in_rank_order(mine + r.offset, inputs, r.bytes / elem, dtype, op);
-          copy_out(r.dst, mine + r.offset, r.bytes);
+          if (r.dst) copy_out(r.dst, mine + r.offset, r.bytes);
         } else {
           reduce_in_rank_order(reduced, inputs, r.bytes / elem, dtype, op);
           if (plan.gathers_reduced()) std::memcpy(mine + r.offset, reduced, r.bytes);
-          copy_out(r.dst, reduced, r.bytes);
+          if (r.dst) copy_out(r.dst, reduced, r.bytes);
         }
       }
     }

@@ -34,9 +34,9 @@
 #include <span>
 #include <vector>
 
+#include "base/core/dtype.hpp"
 #include "collectives/context.hpp"
 #include "collectives/tuner/cost_model.hpp"
-#include "base/core/dtype.hpp"
 
 namespace chorus {
 
@@ -47,7 +47,7 @@ struct ShmStage {  // copy bytes from src into this rank's slot at offset
 };
 struct ShmReduce {  // reduce every rank's slot[offset, offset + bytes) into dst
   std::size_t offset = 0;
-  std::byte* dst = nullptr;
+  std::byte* dst = nullptr;  // null: the result is only for the others to gather
   std::size_t bytes = 0;
   // This rank's own contribution, read from here instead of its slot (which
   // it then need not stage): saves copying 1/n of the input.

@@ -1,68 +1,117 @@
 #include "collectives/reduce_scatter/shm.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 #include "collectives/call.hpp"
+#include "collectives/common/shm_pipeline.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuner/cost_model.hpp"
-
-#include <algorithm>
-
-#include "collectives/common/shm_pipeline.hpp"
 
 namespace chorus {
 namespace {
 
+// Block k of the input (any size) is reduced onto rank k.
 class ReduceScatterPlan final : public ShmPlan {
  public:
-  ReduceScatterPlan(const std::byte* in, std::byte* out, std::size_t block, int ranks, int me,
-                    std::size_t piece)
-      : in_(in), out_(out), block_(block), ranks_(ranks), me_(me), piece_(piece) {}
+  ReduceScatterPlan(const std::byte* in, std::byte* out, std::vector<patterns::Range> blocks,
+                    int me, std::size_t piece)
+      : in_(in), out_(out), blocks_(std::move(blocks)), me_(me), piece_(piece) {}
 
-  std::size_t output_bytes() const override { return block_; }
-  uint64_t rounds() const override { return (block_ + piece_ - 1) / piece_; }
+  std::size_t output_bytes() const override { return mine().count; }
+  uint64_t rounds() const override {
+    std::size_t largest = 0;
+    for (const auto& b : blocks_) largest = std::max(largest, b.count);
+    return (largest + piece_ - 1) / piece_;
+  }
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
-    for (int k = 0; k < ranks_; ++k)
+    for (int k = 0; k < static_cast<int>(blocks_.size()); ++k)
       if (k != me_)
-        out.push_back({in_ + static_cast<std::size_t>(k) * block_ + b * piece_,
-                       static_cast<std::size_t>(k) * piece_, length(b)});
+        if (std::size_t bytes = length(k, b))
+          out.push_back(
+              {in_ + block(k).offset + b * piece_, static_cast<std::size_t>(k) * piece_, bytes});
   }
   bool reduces() const override { return true; }
   ShmReduce reduce(uint64_t b) const override {
-    return {static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(b),
-            in_ + static_cast<std::size_t>(me_) * block_ + b * piece_};
+    return {static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(me_, b),
+            in_ + mine().offset + b * piece_};
   }
 
  private:
-  std::size_t length(uint64_t b) const { return std::min(piece_, block_ - b * piece_); }
+  const patterns::Range& block(int k) const { return blocks_[static_cast<std::size_t>(k)]; }
+  const patterns::Range& mine() const { return block(me_); }
+  std::size_t length(int k, uint64_t b) const {
+    const std::size_t at = b * piece_;
+    return at < block(k).count ? std::min(piece_, block(k).count - at) : 0;
+  }
 
   const std::byte* in_;
   std::byte* out_;
-  std::size_t block_;
-  int ranks_, me_;
+  std::vector<patterns::Range> blocks_;  // in bytes
+  int me_;
   std::size_t piece_;
 };
 
-}  // namespace
-
-void shm_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv, std::size_t recvcount,
-                        DataType dtype, ReduceOp op) {
-  const std::size_t block = recvcount * dtype_size(dtype);
-  if (block == 0) return;
-  ReduceScatterPlan plan(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), block,
-                         ctx.shm->size(), ctx.shm->rank(), ctx.shm->layout().piece_bytes);
-  run_shm_pipeline(ctx, plan, dtype, op);
+void run_reduce_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallShape& shape) {
+  const int n = ctx.shm->size();
+  std::vector<patterns::Range> blocks(static_cast<std::size_t>(n));
+  std::size_t at = 0;
+  for (int k = 0; k < n; ++k) {
+    const std::size_t bytes = (c.is_v() ? c.counts[k] : c.count) * shape.elem;
+    blocks[static_cast<std::size_t>(k)] = {at, bytes};
+    at += bytes;
+  }
+  shm_reduce_scatter_blocks(ctx, c.send, c.recv, std::move(blocks), c.dtype, c.op);
 }
-
 
 double shm_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   return shm_estimate_us(m, team, bytes, 1.0);
 }
 
+}  // namespace
+
+void shm_reduce_scatter_blocks(CollectiveContext& ctx, const void* send, void* recv,
+                               std::vector<patterns::Range> blocks, DataType dtype, ReduceOp op) {
+  const int me = ctx.shm->rank();
+  auto* out = static_cast<std::byte*>(recv);
+  const auto* in = static_cast<const std::byte*>(send);
+  if (ctx.shm->size() == 1) {
+    const auto& own = blocks[static_cast<std::size_t>(me)];
+    if (own.count && out != in + own.offset) std::memcpy(out, in + own.offset, own.count);
+    return;
+  }
+  ReduceScatterPlan plan(in, out, std::move(blocks), me, ctx.shm->layout().piece_bytes);
+  run_shm_pipeline(ctx, plan, dtype, op);
+}
+
+void shm_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv, std::size_t recvcount,
+                        DataType dtype, ReduceOp op) {
+  CollectiveCall c;
+  c.kind = CollectiveKind::reduce_scatter;
+  c.send = send;
+  c.recv = recv;
+  c.count = recvcount;
+  c.dtype = dtype;
+  c.op = op;
+  CallShape shape;
+  shape.elem = dtype_size(dtype);
+  run_reduce_scatter(ctx, c, shape);
+}
+
 extern const AlgorithmSpec shm_reduce_scatter_spec{
-    CollectiveKind::reduce_scatter, "shm",
+    CollectiveKind::reduce_scatter,
+    "shm",
     "every rank reduces its block straight from the others' staged data in shared memory",
-    needs_shared_memory, shm_reduce_scatter_estimate,
-    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
-      shm_reduce_scatter(ctx, c.send, c.recv, c.count, c.dtype, c.op);
-    }};
+    needs_shared_memory,
+    shm_reduce_scatter_estimate,
+    run_reduce_scatter};
+
+extern const AlgorithmSpec shm_reduce_scatterv_spec{
+    CollectiveKind::reduce_scatterv,
+    "shm",
+    "every rank reduces its own-sized block straight from the others' staged data",
+    needs_shared_memory,
+    shm_reduce_scatter_estimate,
+    run_reduce_scatter};
 
 }  // namespace chorus

@@ -8,11 +8,15 @@
 // blocks (piece k = destined for rank k), then reduces piece r (its own: its
 // input in place, the others' slots) into its output. Nothing is gathered.
 // Per rank: (n-1) R copied in, n R read and R written by the reduction.
+// Blocks may differ in size (reduce_scatterv): rounds then run to the largest.
 #pragma once
 
 #include <cstddef>
 
+#include <vector>
+
 #include "collectives/context.hpp"
+#include "collectives/patterns/ring.hpp"
 
 namespace chorus {
 
@@ -20,5 +24,9 @@ namespace chorus {
 // (size * recvcount elements); recv == send + rank * recvcount is in place.
 void shm_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv, std::size_t recvcount,
                         DataType dtype, ReduceOp op);
+// The same over blocks of any size (byte ranges of send; block k goes to
+// rank k); recv == send + blocks[rank].offset is in place.
+void shm_reduce_scatter_blocks(CollectiveContext& ctx, const void* send, void* recv,
+                               std::vector<patterns::Range> blocks, DataType dtype, ReduceOp op);
 
 }  // namespace chorus

@@ -268,7 +268,8 @@ bool Domain::read_announcement(int rank, CallSignature& out) const {
 void Domain::check_announcement_of(int rank, const CallSignature& call) const {
   CallSignature theirs;
   if (!read_announcement(rank, theirs) || theirs.seq != call.seq || theirs == call) return;
-  throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(rank, theirs, 0, rank_, call, 0));
+  throw IoError(CHORUS_ERR_MISMATCH,
+                mismatch_message(named(rank), theirs, 0, named(rank_), call, 0));
 }
 
 void Domain::check_announcements(const CallSignature& call) const {
@@ -392,7 +393,7 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
       throw IoError(CHORUS_ERR_TIMEOUT,
                     fmt::format("rank {}: {} timed out in shared memory waiting for rank {} to "
                                 "post its input (small call {})",
-                                rank_, describe(sig), r, call));
+                                named(rank_), describe(sig), named(r), call));
     });
     const uint64_t posted = m.posted.load(std::memory_order_acquire);
     CHORUS_CHECK(posted == call + 1, "rank {} posted small call {} while rank {} waits for {}", r,
@@ -402,10 +403,11 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
     // on this same mismatch) names its call.
     CallSignature theirs;
     if (read_announcement(r, theirs) && !(theirs == sig))
-      throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(r, theirs, 0, rank_, sig, 0));
+      throw IoError(CHORUS_ERR_MISMATCH,
+                    mismatch_message(named(r), theirs, 0, named(rank_), sig, 0));
     throw IoError(CHORUS_ERR_MISMATCH,
-                  fmt::format("rank {} posted another call than rank {}'s {} (small call {})", r,
-                              rank_, describe(sig), call));
+                  fmt::format("rank {} posted another call than rank {}'s {} (small call {})",
+                              named(r), named(rank_), describe(sig), call));
   }
 }
 
@@ -413,11 +415,11 @@ void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) cons
   static const char* const names[] = {"arrival", "staged input", "reduced piece", "drained slot"};
   std::vector<int> lagging;
   for (int r = 0; r < layout_.ranks; ++r)
-    if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(r);
+    if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(named(r));
   throw IoError(CHORUS_ERR_TIMEOUT,
                 fmt::format("rank {}: {} timed out in shared memory waiting for the {} of "
                             "rank(s) {} (step {})",
-                            rank_, spec.call ? describe(*spec.call) : std::string("wait"),
+                            named(rank_), spec.call ? describe(*spec.call) : std::string("wait"),
                             names[static_cast<int>(c)], fmt::join(lagging, ", "), value));
 }
 

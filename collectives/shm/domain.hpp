@@ -102,6 +102,10 @@ class Domain {
     // for 32K-2M at 4 and 8 ranks on 2 cores, 2-3x for 8-byte calls.
     int spin_us = -1;
     bool oversubscribed = false;
+    // The job rank of each domain rank, for error messages (empty: the same
+    // numbers). The domain's ranks are its team's; errors name job ranks, as
+    // the transports' do.
+    std::vector<int> job_ranks;
   };
   // Collective over the `layout.ranks` ranks: rank 0 creates the segment,
   // publishes its name in the store, the others map it, and rank 0 unlinks it
@@ -190,6 +194,11 @@ class Domain {
   template <typename Ready, typename WatchFn, typename TimedOut>
   void wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec, TimedOut&& timed_out);
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
+
+  // The job rank of domain rank r (Options::job_ranks), for messages.
+  int named(int r) const {
+    return options_.job_ranks.empty() ? r : options_.job_ranks[static_cast<std::size_t>(r)];
+  }
 
   int rank_;
   Layout layout_;

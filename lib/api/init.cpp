@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <numeric>
 
-#include "lib/api/handles.hpp"
 #include "base/bootstrap/env.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "base/topology/host.hpp"
+#include "lib/api/handles.hpp"
+#include "lib/comm/host_domain.hpp"
 #include "transports/routed.hpp"
 #include "transports/routes.hpp"
-#include "lib/comm/host_domain.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #ifdef CHORUS_HAVE_UCX
 #include "transports/ucx/ucx_transport.hpp"
@@ -133,11 +133,10 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
         first_here = r;
         break;
       }
-    setup.host_shm =
-        join_host_domain(*store, config, hosts, cpus_here, info.job_token,
-                         plan.shm_collectives ? comm_prefix
-                                              : fmt::format("{}host{}/", comm_prefix, first_here),
-                         deadline);
+    setup.host_shm = join_host_domain(
+        *store, config, hosts, setup.members, cpus_here, info.job_token,
+        plan.shm_collectives ? comm_prefix : fmt::format("{}host{}/", comm_prefix, first_here),
+        deadline);
     if (!setup.host_shm && requested == "shm")
       throw IoError(CHORUS_ERR_UNSUPPORTED,
                     "CHORUS_TRANSPORT=shm, but the shared-memory segment could not be set up "

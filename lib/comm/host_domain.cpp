@@ -22,17 +22,19 @@ shm::Layout host_shm_layout(const Config& config, int ranks, int cores) {
 }
 
 std::unique_ptr<shm::Domain> join_host_domain(Store& store, const Config& config,
-                                              const topology::HostMap& hosts, int cpus_on_host,
+                                              const topology::HostMap& hosts,
+                                              const std::vector<int>& members, int cpus_on_host,
                                               const std::string& job_token,
                                               const std::string& key_prefix,
                                               const Deadline& deadline) {
   int here = 0, index = 0;
+  shm::Domain::Options o;
   for (int r = 0; r < hosts.size(); ++r) {
     if (!hosts.same_host(r, hosts.rank)) continue;
     if (r == hosts.rank) index = here;
+    o.job_ranks.push_back(members[static_cast<std::size_t>(r)]);
     ++here;
   }
-  shm::Domain::Options o;
   o.rank = index;
   o.layout = host_shm_layout(config, here, cpus_on_host);
   // Spinning (by yielding when ranks outnumber cores, which lets the awaited

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/bootstrap/store.hpp"
 #include "base/core/config.hpp"
@@ -19,8 +20,10 @@ shm::Layout host_shm_layout(const Config& config, int ranks, int cores);
 // Null when the host's ranks could not set up a segment (they agree on it).
 // `hosts`: the communicator's host map (its rank order, hosts.rank = mine);
 // the domain's ranks are the host's ranks in that order.
+// `members`: the job rank of each rank of the communicator (errors name those).
 std::unique_ptr<shm::Domain> join_host_domain(Store& store, const Config& config,
-                                              const topology::HostMap& hosts, int cpus_on_host,
+                                              const topology::HostMap& hosts,
+                                              const std::vector<int>& members, int cpus_on_host,
                                               const std::string& job_token,
                                               const std::string& key_prefix,
                                               const Deadline& deadline);

@@ -77,14 +77,16 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Dead
   setup.cpus_on_host = setup.hosts.cpus_on_my_host();
   // Shared memory for the child's ranks on this host where the parent's had it.
   if (host_shm_ && setup.hosts.ranks_on_my_host() >= 2) {
-    int first_here = setup.hosts.rank;
+    // Children of one split may share an id (they share no rank): the
+    // store keys are told apart by the job rank of their first rank here.
+    int first_here = setup.members[static_cast<std::size_t>(setup.hosts.rank)];
     for (int r = 0; r < setup.hosts.size(); ++r)
       if (setup.hosts.same_host(r, setup.hosts.rank)) {
-        first_here = r;
+        first_here = setup.members[static_cast<std::size_t>(r)];
         break;
       }
     setup.host_shm = join_host_domain(
-        *link_->store, config_, setup.hosts, setup.cpus_on_host, link_->job_token,
+        *link_->store, config_, setup.hosts, setup.members, setup.cpus_on_host, link_->job_token,
         fmt::format("{}split{}/host{}/", link_->store_prefix, id, first_here), deadline);
   }
   logger("comm").debug("rank {} of {}: split color {} key {} -> rank {} of {} ({}, id {})", rank(),

@@ -10,52 +10,14 @@
 #include <thread>
 #include <vector>
 
-#include "include/chorus.h"
 #include "base/bootstrap/tcp_store.hpp"
+#include "include/chorus.h"
+#include "tests/api/api_harness.hpp"
 
-namespace {
-
-const char* kToken = "api-test";
-
-// Runs body(rank, comm) on n thread ranks, each with its own communicator.
-// Returns the per-rank results of the bodies (CHORUS_SUCCESS when fine).
-std::vector<int> run(int n, const std::function<int(int, chorus_comm_t)>& body) {
-  chorus::TcpStoreServer server(kToken);
-  const std::string addr = server.address();
-  std::vector<int> results(n, -1);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      chorus_init_config_t config = CHORUS_INIT_CONFIG_INITIALIZER;
-      config.rank = r;
-      config.world_size = n;
-      config.store_addr = addr.c_str();
-      config.job_token = kToken;
-      chorus_comm_t comm = nullptr;
-      if (chorus_init(&config, &comm) != CHORUS_SUCCESS) {
-        results[r] = 1000;
-        return;
-      }
-      results[r] = body(r, comm);
-      // Destroy must succeed, also after a failure (it only says goodbye).
-      if (chorus_comm_destroy(comm) != CHORUS_SUCCESS && results[r] == 0) results[r] = 2000;
-    });
-  for (auto& t : threads) t.join();
-  return results;
-}
-
-// Waits (bounded: 60 s) until another thread rank sets `flag`.
-void wait_for(const std::atomic<bool>& flag) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!flag && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-bool all_zero(const std::vector<int>& v) {
-  return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
-}
-
-}  // namespace
+using chorus::test::all_zero;
+using chorus::test::kToken;
+using chorus::test::run;
+using chorus::test::wait_for;
 
 TEST_CASE("c api: version, result strings, rank and size") {
   CHECK(chorus_version() == CHORUS_VERSION);

@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "base/core/contract.hpp"
 #include "base/core/dtype.hpp"
 
 namespace chorus::test {
@@ -21,6 +24,8 @@ struct Case {
   std::size_t segment_bytes = 64;
   int root = 0;
   bool recursive_doubling = false;  // allreduce: the small-message algorithm instead of the ring
+  // The registered algorithm to run (check_more.cpp's collectives).
+  std::string_view algorithm = "";
 };
 
 std::string describe_case(const Case& c);
@@ -33,5 +38,20 @@ std::string check_broadcast(const Case& c);
 // prod): every rank's result must be bit-identical to rank 0's and within
 // rounding of a float64 reference.
 std::string check_allreduce_identical(const Case& c);
+
+// The collectives run through the registry (check_more.cpp): c.algorithm
+// names the algorithm. v-variants use counts_for(c.ranks, c.count).
+std::string check_reduce(const Case& c);
+std::string check_gather(const Case& c);
+std::string check_scatter(const Case& c);
+std::string check_alltoall(const Case& c);
+std::string check_allgatherv(const Case& c);
+std::string check_reduce_scatterv(const Case& c);
+
+// Per-rank counts of the v-variants' cases: uneven, some zero.
+std::vector<std::size_t> counts_for(int ranks, std::size_t base);
+// The algorithms of `kind` this test binary's transport can run (shared
+// memory ones only in coll_tests_shm).
+std::vector<std::string_view> runnable_algorithms(CollectiveKind kind);
 
 }  // namespace chorus::test

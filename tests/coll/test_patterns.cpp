@@ -6,6 +6,7 @@
 
 #include "collectives/patterns/recursive_doubling.hpp"
 #include "collectives/patterns/ring.hpp"
+#include "collectives/patterns/tree.hpp"
 
 using namespace chorus::patterns;
 
@@ -189,4 +190,59 @@ TEST_CASE("recursive doubling: every rank ends with every contribution exactly o
       REQUIRE(rd_extra_partner(r, n) == (r + p < n ? r + p : -1));
     }
   }
+}
+
+TEST_CASE("binomial tree: every rank reaches the root once, in ceil(log2 n) levels",
+          "[patterns][tree]") {
+  for (int n = 1; n <= 33; ++n) {
+    for (int root = 0; root < n; ++root) {
+      INFO("n " << n << " root " << root);
+      std::vector<int> parent(static_cast<std::size_t>(n)),
+          children_seen(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        auto node = binomial_node(r, n, root);
+        parent[static_cast<std::size_t>(r)] = node.parent;
+        REQUIRE((r == root) == (node.parent == -1));
+        for (int c : node.children) {
+          REQUIRE(c >= 0);
+          REQUIRE(c < n);
+          REQUIRE(binomial_node(c, n, root).parent == r);
+          ++children_seen[static_cast<std::size_t>(c)];
+        }
+      }
+      int rounds = 0;
+      while ((1 << rounds) < n) ++rounds;
+      for (int r = 0; r < n; ++r) {
+        CHECK(children_seen[static_cast<std::size_t>(r)] == (r == root ? 0 : 1));
+        int depth = 0;
+        for (int at = r; at != root; at = parent[static_cast<std::size_t>(at)]) {
+          REQUIRE(++depth <= rounds);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pairwise exchange: every ordered pair meets exactly once", "[patterns][tree]") {
+  for (int n = 1; n <= 12; ++n) {
+    std::vector<int> meets(static_cast<std::size_t>(n * n));
+    for (int r = 0; r < n; ++r)
+      for (int s = 1; s < n; ++s) {
+        const int to = pairwise_send_peer(r, n, s);
+        CHECK(pairwise_recv_peer(to, n, s) == r);  // the receiver expects r at step s
+        ++meets[static_cast<std::size_t>(r * n + to)];
+      }
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        CHECK(meets[static_cast<std::size_t>(a * n + b)] == (a == b ? 0 : 1));
+  }
+}
+
+TEST_CASE("ranges of counts are consecutive", "[patterns][tree]") {
+  const std::size_t counts[] = {3, 0, 5, 1};
+  auto r = ranges_of(counts, 4);
+  CHECK(r[0] == Range{0, 3});
+  CHECK(r[1] == Range{3, 0});
+  CHECK(r[2] == Range{3, 5});
+  CHECK(r[3] == Range{8, 1});
 }

@@ -1,0 +1,50 @@
+// Linear scatter: the root sends every block straight to its rank.
+//
+// Steps: one. The root posts a send per rank (and copies its own block
+// unless in place); the others receive straight into their buffer.
+//
+// Bytes on the wire: the root sends (n - 1) B, each other rank receives B.
+#include <cstring>
+#include <vector>
+
+#include "collectives/call.hpp"
+#include "collectives/context.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
+namespace chorus {
+namespace {
+
+void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallShape& shape) {
+  const int n = ctx.size(), me = ctx.rank();
+  const std::size_t block = c.count * shape.elem;
+  auto* out = static_cast<std::byte*>(c.recv);
+  if (me != c.root) {
+    ctx.wait(ctx.recv(c.root, {out, block}));
+    return;
+  }
+  const auto* in = static_cast<const std::byte*>(c.send);
+  std::vector<RequestPtr> sends;
+  for (int r = 0; r < n; ++r)
+    if (r != me) sends.push_back(ctx.send(r, {in + static_cast<std::size_t>(r) * block, block}));
+  const std::byte* mine = in + static_cast<std::size_t>(me) * block;
+  if (block && mine != out) std::memcpy(out, mine, block);
+  ctx.wait(sends);
+}
+
+double linear_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const double n = team.size();
+  if (team.size() == 1) return 0;
+  return m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+}
+
+}  // namespace
+
+extern const AlgorithmSpec linear_scatter_spec{CollectiveKind::scatter,
+                                               "linear",
+                                               "the root sends every block straight to its rank",
+                                               runs_anywhere,
+                                               linear_scatter_estimate,
+                                               linear_scatter};
+
+}  // namespace chorus

@@ -1,0 +1,105 @@
+// Sweeps of the collectives that run through the registry, for every
+// algorithm this binary's transport can run: ranks {1,2,3,4,5,8}, counts
+// {0,1,7} with every root, both placements, and dtypes and ops rotating
+// through all combinations; 64-byte segments (many pipeline segments) and
+// the default; a count of 1000003 for each rank count and algorithm.
+#include <catch2/catch.hpp>
+
+#include "tests/coll/check.hpp"
+
+using namespace chorus;
+using namespace chorus::test;
+
+namespace {
+
+const int kRanks[] = {1, 2, 3, 4, 5, 8};
+const DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
+                            DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
+                            DataType::i64, DataType::u64};
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                         ReduceOp::avg};
+constexpr std::size_t kBig = 1000003;
+
+// The k-th (dtype, op) combination: consecutive cases cover all 50.
+std::pair<DataType, ReduceOp> combo(int k) {
+  return {kDtypes[k % 10], kOps[(k / 10 + k) % 5]};
+}
+
+using Check = std::string (*)(const Case&);
+
+// Every algorithm of `kind`, every rank count, root, small count, placement
+// and segment size; dtypes and ops rotate. Then the large count.
+void sweep(CollectiveKind kind, Check check, bool rooted, bool has_in_place = true) {
+  int k = 0;
+  for (std::string_view algo : runnable_algorithms(kind)) {
+    for (int n : kRanks) {
+      for (int root = 0; root < (rooted ? n : 1); ++root) {
+        for (std::size_t count : {0, 1, 7}) {
+          for (bool in_place : {false, true}) {
+            if (in_place && !has_in_place) continue;
+            for (std::size_t seg : {std::size_t{64}, std::size_t{1} << 20}) {
+              auto [dt, op] = combo(k++);
+              Case c{n, count, dt, op, in_place, seg, root, false, algo};
+              INFO(collective_name(kind) << ": " << describe_case(c));
+              REQUIRE(check(c) == "");
+            }
+          }
+        }
+      }
+      auto [dt, op] = combo(k++);
+      Case big{n,
+               n >= 5 ? kBig / 4 : kBig,
+               dt,
+               op,
+               k % 2 == 0,
+               k % 3 == 0 ? 64 << 10 : 1 << 20,
+               rooted ? n - 1 : 0,
+               false,
+               algo};
+      INFO(collective_name(kind) << ": " << describe_case(big));
+      REQUIRE(check(big) == "");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reduce: every algorithm, rank count, root, dtype and op", "[reduce]") {
+  sweep(CollectiveKind::reduce, check_reduce, true);
+  // Every dtype and op for one shape per algorithm, with a prime count.
+  for (std::string_view algo : runnable_algorithms(CollectiveKind::reduce))
+    for (DataType dt : kDtypes)
+      for (ReduceOp op : kOps) {
+        Case c{5, 131, dt, op, false, 64, 3, false, algo};
+        INFO(describe_case(c));
+        REQUIRE(check_reduce(c) == "");
+      }
+}
+
+TEST_CASE("gather: every algorithm, rank count and root", "[gather]") {
+  sweep(CollectiveKind::gather, check_gather, true);
+}
+
+TEST_CASE("scatter: every algorithm, rank count and root", "[scatter]") {
+  sweep(CollectiveKind::scatter, check_scatter, true);
+}
+
+TEST_CASE("alltoall: every algorithm and rank count", "[alltoall]") {
+  sweep(CollectiveKind::alltoall, check_alltoall, false, false);
+}
+
+TEST_CASE("allgatherv: uneven and empty blocks, every algorithm and rank count", "[allgatherv]") {
+  sweep(CollectiveKind::allgatherv, check_allgatherv, false);
+}
+
+TEST_CASE("reduce_scatterv: uneven and empty blocks, every algorithm, dtype and op",
+          "[reduce_scatterv]") {
+  sweep(CollectiveKind::reduce_scatterv, check_reduce_scatterv, false);
+  for (std::string_view algo : runnable_algorithms(CollectiveKind::reduce_scatterv))
+    for (DataType dt : kDtypes)
+      for (ReduceOp op : kOps) {
+        Case c{4, 131, dt, op, true, 64, 0, false, algo};
+        INFO(describe_case(c));
+        REQUIRE(check_reduce_scatterv(c) == "");
+      }
+}
