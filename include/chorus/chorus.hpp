@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -190,6 +191,103 @@ class Communicator {
   }
   void barrier(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     detail::check(chorus_barrier(comm_, detail::to_ms(timeout)), comm_);
+  }
+  // out (root only; ignored elsewhere) = the reduction of every rank's in.
+  template <typename T>
+  void reduce(std::span<const T> in, std::span<T> out, Op op, int root,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(rank() != root || out.size() == in.size(), "reduce: spans differ in size at the root");
+    detail::check(chorus_reduce(comm_, in.data(), out.data(), in.size(), dtype_of<T>(),
+                                static_cast<chorus_op_t>(op), root, detail::to_ms(timeout)),
+                  comm_);
+  }
+  // out (root only: size() * in.size() elements) = every rank's in, in rank order.
+  template <typename T>
+  void gather(std::span<const T> in, std::span<T> out, int root,
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(rank() != root || out.size() == in.size() * static_cast<std::size_t>(size()),
+            "gather: the root's output must hold size() * input elements");
+    detail::check(chorus_gather(comm_, in.data(), out.data(), in.size(), dtype_of<T>(), root,
+                                detail::to_ms(timeout)),
+                  comm_);
+  }
+  // Block r of the root's in (size() * out.size() elements) lands in rank r's out.
+  template <typename T>
+  void scatter(std::span<const T> in, std::span<T> out, int root,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(rank() != root || in.size() == out.size() * static_cast<std::size_t>(size()),
+            "scatter: the root's input must hold size() * output elements");
+    detail::check(chorus_scatter(comm_, in.data(), out.data(), out.size(), dtype_of<T>(), root,
+                                 detail::to_ms(timeout)),
+                  comm_);
+  }
+  // Block j of in goes to rank j; out's block i comes from rank i.
+  template <typename T>
+  void alltoall(std::span<const T> in, std::span<T> out,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(in.size() == out.size() && in.size() % static_cast<std::size_t>(size()) == 0,
+            "alltoall: spans must be equal and hold size() blocks");
+    detail::check(chorus_alltoall(comm_, in.data(), out.data(), in.size() / size(), dtype_of<T>(),
+                                  detail::to_ms(timeout)),
+                  comm_);
+  }
+  // counts[r] elements from rank r, back to back in rank order.
+  template <typename T>
+  void allgatherv(std::span<const T> in, std::span<T> out, std::span<const std::size_t> counts,
+                  std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(counts.size() == static_cast<std::size_t>(size()) &&
+                in.size() == counts[static_cast<std::size_t>(rank())],
+            "allgatherv: counts must have size() entries, this rank's being in.size()");
+    detail::check(chorus_allgatherv(comm_, in.data(), out.data(), counts.data(), dtype_of<T>(),
+                                    detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void reduce_scatterv(std::span<const T> in, std::span<T> out, std::span<const std::size_t> counts,
+                       Op op, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(counts.size() == static_cast<std::size_t>(size()) &&
+                out.size() == counts[static_cast<std::size_t>(rank())],
+            "reduce_scatterv: counts must have size() entries, this rank's being out.size()");
+    detail::check(chorus_reduce_scatterv(comm_, in.data(), out.data(), counts.data(), dtype_of<T>(),
+                                         static_cast<chorus_op_t>(op), detail::to_ms(timeout)),
+                  comm_);
+  }
+  // Point-to-point (tags 0..CHORUS_TAG_MAX; sizes must agree exactly).
+  template <typename T>
+  void send(std::span<const T> data, int peer, int tag,
+            std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    detail::check(chorus_send(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag,
+                              detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void recv(std::span<T> data, int peer, int tag,
+            std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    detail::check(chorus_recv(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag,
+                              detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  Work isend(std::span<const T> data, int peer, int tag) {
+    chorus_request_t r = nullptr;
+    detail::check(chorus_isend(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag, &r),
+                  comm_);
+    return Work(r);
+  }
+  template <typename T>
+  Work irecv(std::span<T> data, int peer, int tag) {
+    chorus_request_t r = nullptr;
+    detail::check(chorus_irecv(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag, &r),
+                  comm_);
+    return Work(r);
+  }
+  // Ranks with the same color form a new communicator ordered by (key, rank);
+  // std::nullopt for a rank passing CHORUS_UNDEFINED.
+  std::optional<Communicator> split(int color, int key) {
+    chorus_comm_t c = nullptr;
+    detail::check(chorus_comm_split(comm_, color, key, &c), comm_);
+    if (!c) return std::nullopt;
+    return Communicator(c);
   }
 
  private:

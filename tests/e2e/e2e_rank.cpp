@@ -13,6 +13,12 @@
 //                  in full, under whatever CHORUS_TRANSPORT / CHORUS_ALGO the
 //                  job sets; prints "rank R: all collectives correct" after
 //                  the communicator is destroyed, and exits 0.
+//   split-kill V   ranks split by parity and alternate large allreduces on
+//                  the parent and the child; V SIGKILLs itself in the middle.
+//                  Survivors print how each communicator failed (both must)
+//                  and exit 3.
+//   p2p-kill V     rank 0 waits in a receive from V, which SIGKILLs itself
+//                  after a barrier; rank 0 prints its error and exits 3.
 //   setup-kill     rank 0 creates the job's shared-memory segment
 //                  (shm::Domain::join) and waits in the set-up window for the
 //                  others, which never join; it prints its pid first, so the
@@ -35,10 +41,10 @@
 #include <thread>
 #include <vector>
 
-#include "include/chorus.h"
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/config.hpp"
 #include "collectives/shm/domain.hpp"
+#include "include/chorus.h"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 
@@ -235,6 +241,62 @@ int main(int argc, char** argv) {
     std::printf("rank %d: job completed\n", rank);
     return status;
   }
+  if (mode == "split-kill") {
+    chorus_comm_t child = nullptr;
+    rc = chorus_comm_split(comm, rank % 2, rank, &child);
+    if (rc != CHORUS_SUCCESS) return report(rank, "split", rc, comm);
+    std::vector<float> data(std::size_t(4) << 20, 1.0f);
+    for (int iter = 0; iter < 200; ++iter) {
+      if (rank == arg && iter == 1) {
+        std::thread([rank] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
+          std::fflush(stdout);
+          kill(getpid(), SIGKILL);
+        }).detach();
+      }
+      for (chorus_comm_t c : {comm, child}) {
+        rc = chorus_allreduce(c, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_MAX,
+                              0);
+        if (rc == CHORUS_SUCCESS) continue;
+        // The other communicator must fail too, and quickly.
+        chorus_comm_t other = c == comm ? child : comm;
+        std::printf("rank %d: %s failed at %lld: code %d: %s\n", rank,
+                    c == comm ? "parent" : "child", (long long)now_ns(), int(rc),
+                    chorus_comm_last_error(c));
+        chorus_result_t rc2 = chorus_allreduce(other, data.data(), data.data(), data.size(),
+                                               CHORUS_FLOAT32, CHORUS_MAX, 0);
+        std::printf("rank %d: %s failed at %lld: code %d: %s\n", rank,
+                    other == comm ? "parent" : "child", (long long)now_ns(), int(rc2),
+                    chorus_comm_last_error(other));
+        std::fflush(stdout);
+        chorus_comm_destroy(child);
+        chorus_comm_destroy(comm);
+        return 3;
+      }
+    }
+    std::printf("rank %d: all allreduces succeeded (WRONG: a rank was killed)\n", rank);
+    return 0;
+  }
+  if (mode == "p2p-kill") {
+    rc = chorus_barrier(comm, 0);
+    if (rc != CHORUS_SUCCESS) return report(rank, "barrier", rc, comm);
+    if (rank == arg) {
+      std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
+      std::fflush(stdout);
+      kill(getpid(), SIGKILL);
+    }
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(60));  // until the job is stopped
+      return 0;
+    }
+    std::vector<int32_t> buf(1000);
+    rc = chorus_recv(comm, buf.data(), buf.size(), CHORUS_INT32, arg, 5, 0);
+    std::printf("rank 0: recv failed at %lld\n", (long long)now_ns());
+    if (rc != CHORUS_SUCCESS) return report(rank, "recv", rc, comm);
+    std::printf("rank 0: received from a dead rank (WRONG)\n");
+    return 0;
+  }
   if (mode == "check") {
     std::size_t wrong = check_all(rank, size, comm);
     rc = chorus_comm_destroy(comm);
@@ -246,6 +308,8 @@ int main(int argc, char** argv) {
     std::printf("rank %d: all collectives correct\n", rank);
     return 0;
   }
-  std::fprintf(stderr, "usage: e2e_rank kill|mismatch|stranger|check|setup-kill [rank]\n");
+  std::fprintf(stderr,
+               "usage: e2e_rank kill|mismatch|stranger|check|setup-kill|split-kill|p2p-kill "
+               "[rank]\n");
   return 2;
 }

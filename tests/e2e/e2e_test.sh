@@ -74,6 +74,40 @@ case $case_name in
     [ -z "$left" ] || fail "segments of the job left in /dev/shm: $left"
     echo "killed rank $victim ($transport): job ended $(( (ended - killed_at) / 1000000 )) ms after the kill, status $rc"
     ;;
+  split-kill)
+    # A rank killed while its parent communicator and a split child are both
+    # in use fails both on every survivor, naming it, within 10 s.
+    np=4 victim=1
+    run -np $np "$e2e" split-kill $victim >"$out" 2>"$err"
+    rc=$?
+    exit_status_in $rc 137 3 || fail "exit status $rc, expected 137 or 3"
+    killed_at=$(grep -o "^rank $victim: killing myself at [0-9]*" "$out" | awk '{print $NF}')
+    [ -n "$killed_at" ] || fail "the victim did not kill itself"
+    for r in 0 2 3; do
+      for which in parent child; do
+        line=$(grep "^rank $r: $which failed at" "$out")
+        [ -n "$line" ] || fail "rank $r: its $which did not fail"
+        echo "$line" | grep -Eq "code (4|9): .*rank $victim" ||
+          fail "rank $r: its $which failed without naming rank $victim: $line"
+        seen=$(echo "$line" | awk '{print $6}' | tr -d :)
+        lag=$(( (seen - killed_at) / 1000000 ))
+        [ $lag -lt 10000 ] || fail "rank $r: its $which failed ${lag} ms after the kill"
+      done
+      echo "rank $r: parent and child failed naming rank $victim"
+    done
+    ;;
+  p2p-kill)
+    # A receive posted for a peer that dies fails naming it.
+    run -np 3 "$e2e" p2p-kill 2 >"$out" 2>"$err"
+    rc=$?
+    exit_status_in $rc 137 3 || fail "exit status $rc, expected 137 or 3"
+    grep -Eq "^rank 0: recv failed: code 4 .*rank 2" "$out" || fail "the receive did not fail naming rank 2"
+    killed_at=$(grep -o "^rank 2: killing myself at [0-9]*" "$out" | awk '{print $NF}')
+    seen=$(grep -o "^rank 0: recv failed at [0-9]*" "$out" | awk '{print $NF}')
+    lag=$(( (seen - killed_at) / 1000000 ))
+    [ $lag -lt 10000 ] || fail "the receive failed ${lag} ms after the kill"
+    echo "rank 0's receive failed ${lag} ms after rank 2 died"
+    ;;
   shm-setup-kill)
     # A rank really killed inside the shared-memory set-up window: rank 0 has
     # created the job's segment and waits for the others to map it (they
@@ -198,6 +232,23 @@ case $case_name in
         echo "$what: correct"
       done
     done
+    ;;
+  algo-refused)
+    # An algorithm that refuses the call (shared memory over TCP) is skipped,
+    # with the reason in the log; an unknown one fails init naming it.
+    CHORUS_LOG_LEVEL=debug CHORUS_TRANSPORT=tcp CHORUS_ALGO="allreduce:0-inf:shm" \
+      run -np 2 "$e2e" check >"$out" 2>"$err"
+    rc=$?
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    [ "$(grep -c 'all collectives correct' "$out")" -eq 2 ] || fail "wrong results"
+    grep -q "CHORUS_ALGO chose shm, which refused: no shared-memory domain" "$err" ||
+      fail "the refusal was not logged"
+    : >"$out"; : >"$err"
+    CHORUS_ALGO="allreduce:0-inf:bogus_algo" run -np 2 "$e2e" check >"$out" 2>"$err"
+    rc=$?
+    [ $rc -eq 3 ] || fail "unknown algorithm: exit status $rc, expected 3"
+    [ "$(grep -c "init failed: code 1 .*CHORUS_ALGO: allreduce has no algorithm 'bogus_algo'" "$out")" -eq 2 ] ||
+      fail "init did not fail naming the unknown algorithm on every rank"
     ;;
   algo-mismatch)
     # Ranks configured with different CHORUS_ALGO must fail as a mismatch

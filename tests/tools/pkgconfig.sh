@@ -1,0 +1,31 @@
+# meson install puts the library, its headers and chorus.pc where a framework
+# finds them: a C program and a C++ one build against `pkg-config --cflags
+# --libs chorus` alone and run under chorusrun.
+# Usage: pkgconfig.sh BUILD_DIR SOURCE_DIR CHORUSRUN
+set -uo pipefail
+build=$1 source=$2 chorusrun=$3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+dest=$(mktemp -d)
+trap 'rm -rf "$dest"' EXIT
+meson install -C "$build" --no-rebuild --destdir "$dest" >"$dest/install.log" 2>&1 ||
+  { cat "$dest/install.log"; fail "meson install failed"; }
+pc=$(find "$dest" -name chorus.pc | head -1)
+[ -n "$pc" ] || fail "no chorus.pc installed"
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+export PKG_CONFIG_PATH=$(dirname "$pc")
+flags=$(pkg-config --define-variable=prefix="$dest$prefix" --cflags --libs chorus) ||
+  fail "pkg-config does not know chorus"
+echo "pkg-config --cflags --libs chorus: $flags"
+cc -std=c11 -o "$dest/allreduce_c" "$source/examples/allreduce.c" $flags || fail "the C example did not build"
+c++ -std=c++20 -o "$dest/allreduce_cpp" "$source/examples/allreduce.cpp" $flags ||
+  fail "the C++ example did not build"
+libdir=$(pkg-config --define-variable=prefix="$dest$prefix" --variable=libdir chorus)
+out=$(LD_LIBRARY_PATH="$libdir" timeout 60 "$chorusrun" -np 2 "$dest/allreduce_c" 1000) ||
+  fail "the C example failed: $out"
+[ "$(grep -c ': 0 wrong' <<<"$out")" = 2 ] || fail "wrong results: $out"
+# It really ran the installed library.
+LD_LIBRARY_PATH="$libdir" ldd "$dest/allreduce_c" | grep -q "$libdir/libchorus.so" || fail "not linked to the installed library"
+out=$(LD_LIBRARY_PATH="$libdir" timeout 60 "$chorusrun" -np 2 "$dest/allreduce_cpp") ||
+  fail "the C++ example failed: $out"
+[ "$(grep -c 'C++ API: 0 wrong' <<<"$out")" = 2 ] || fail "wrong results: $out"
+echo PASS
