@@ -234,8 +234,8 @@ uint64_t Domain::take_rounds(uint64_t count) {
   return first;
 }
 
-uint64_t Domain::take_small_call() {
-  return next_small_++;
+uint64_t Domain::take_barrier() {
+  return next_barrier_++;
 }
 
 uint64_t Domain::take_mail_call() {
@@ -392,11 +392,11 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
     wait_until(ready, watch, spec, [&] {
       throw IoError(CHORUS_ERR_TIMEOUT,
                     fmt::format("rank {}: {} timed out in shared memory waiting for rank {} to "
-                                "post its input (small call {})",
+                                "post its input (mail call {})",
                                 named(rank_), describe(sig), named(r), call));
     });
     const uint64_t posted = m.posted.load(std::memory_order_acquire);
-    CHORUS_CHECK(posted == call + 1, "rank {} posted small call {} while rank {} waits for {}", r,
+    CHORUS_CHECK(posted == call + 1, "rank {} posted mail call {} while rank {} waits for {}", r,
                  posted - 1, rank_, call);
     if (m.digest == digest) continue;
     // Its announcement (written before it posted, and kept while it fails
@@ -406,7 +406,7 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
       throw IoError(CHORUS_ERR_MISMATCH,
                     mismatch_message(named(r), theirs, 0, named(rank_), sig, 0));
     throw IoError(CHORUS_ERR_MISMATCH,
-                  fmt::format("rank {} posted another call than rank {}'s {} (small call {})",
+                  fmt::format("rank {} posted another call than rank {}'s {} (mail call {})",
                               named(r), named(rank_), describe(sig), call));
   }
 }

@@ -1,5 +1,19 @@
-// A shared-memory domain: the ranks of one communicator that share a host,
-// and the segment through which they reduce straight from each other's data.
+// A shared-memory domain: the ranks of one team that share a host, and the
+// segment through which they reduce straight from each other's data.
+//
+// Terms:
+//   latency path  allreduces of up to Layout::small_bytes (CHORUS_SHM_SMALL_MAX):
+//                 each rank posts its whole input as mail and reduces every
+//                 rank's mail itself; one synchronisation per call
+//   mail          a rank's input on the latency path, in its Small buffer,
+//                 behind a header that says which call it belongs to
+//   mail call     the latency-path calls, numbered from 0 per domain
+//   pipeline      larger calls, cut into rounds through the staging slots
+//                 (collectives/common/shm_pipeline.hpp)
+//   round, slot, piece  a round moves one slot per rank; a slot holds one
+//                 piece (piece_bytes) per rank
+//   announcement  the signature of the call a rank is in, where waiting peers
+//                 read it to tell a mismatch from a slow rank
 //
 // Layout of the segment (every part 64-byte aligned, every counter on its own
 // cache line):
@@ -71,7 +85,7 @@ inline constexpr std::size_t kMailHeaderBytes = 16;
 inline constexpr std::size_t kMailInlineBytes = 64 - kMailHeaderBytes;
 
 enum class Counter : int {
-  small = 0,    // barriers this rank has arrived at
+  arrived = 0,  // barriers this rank has arrived at
   staged = 1,   // pipeline rounds whose input this rank has staged
   reduced = 2,  // rounds whose piece this rank has reduced
   drained = 3,  // rounds this rank has finished reading from the others
@@ -147,10 +161,10 @@ class Domain {
   void wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest, const WaitSpec& spec);
 
   // Numbering shared by all ranks (all issue the same calls): the first
-  // round / small call (barrier) / mail call a new call uses. Advances by
+  // round / barrier / mail call a new call uses. Advances by
   // what it takes.
   uint64_t take_rounds(uint64_t count);
-  uint64_t take_small_call();
+  uint64_t take_barrier();
   uint64_t take_mail_call();
 
  private:
@@ -205,7 +219,7 @@ class Domain {
   Segment segment_;
   Options options_;
   uint64_t next_round_ = 0;
-  uint64_t next_small_ = 0;
+  uint64_t next_barrier_ = 0;
   uint64_t next_mail_ = 0;
   std::vector<Control*> controls_;  // per rank, in the segment (computed once)
   std::vector<std::byte*> mails_;   // Small[r][parity] at [2 r + parity]

@@ -5,6 +5,16 @@
 // communicator (and tells the peers), after which every call fails with
 // CHORUS_ERR_ABORTED quoting that first error.
 //
+// Terms:
+//   sequence number  every collective's place in the communicator's order,
+//                    taken when it is called; ranks must call in one order
+//   turn             the right of call s to run, which comes once call s - 1
+//                    has finished
+//   link             the connections and store shared with split relatives
+//                    (lib/comm/link.hpp)
+//   teams            world (every rank), host (this host's ranks), leaders
+//                    (each host's lowest rank): collectives/team.hpp
+//
 // One entry point per form: run() (blocking) and submit() (non-blocking)
 // take a CollectiveCall, validate it once (collectives/call.hpp), choose its
 // algorithm from the registry (collectives/tuner/selection.hpp) and run it
