@@ -15,13 +15,16 @@
 namespace chorus {
 namespace {
 
+// Rank j reduces piece j of every round across all ranks' inputs; then every
+// rank (allreduce, root < 0) or the root alone (reduce) copies the reduced
+// pieces out.
 class AllreducePlan final : public ShmPlan {
  public:
   AllreducePlan(const std::byte* in, std::byte* out, std::size_t total, int ranks, int me,
-                std::size_t piece)
-      : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece) {}
+                std::size_t piece, int root)
+      : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece), root_(root) {}
 
-  std::size_t output_bytes() const override { return total_; }
+  std::size_t output_bytes() const override { return receives() ? total_ : 0; }
   uint64_t rounds() const override { return (total_ + block() - 1) / block(); }
   // Every piece but its own: it reduces that one straight from its input.
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
@@ -35,9 +38,11 @@ class AllreducePlan final : public ShmPlan {
   bool gathers_reduced() const override { return true; }
   ShmReduce reduce(uint64_t b) const override {
     auto [start, bytes] = piece_of(b, me_);
-    return {static_cast<std::size_t>(me_) * piece_, out_ + start, bytes, in_ + start};
+    return {static_cast<std::size_t>(me_) * piece_, receives() ? out_ + start : nullptr, bytes,
+            in_ + start};
   }
   void gather(uint64_t b, std::vector<ShmGather>& out) const override {
+    if (!receives()) return;
     for (int j = 0; j < ranks_; ++j) {
       if (j == me_) continue;
       auto [start, bytes] = piece_of(b, j);
@@ -46,6 +51,7 @@ class AllreducePlan final : public ShmPlan {
   }
 
  private:
+  bool receives() const { return root_ < 0 || me_ == root_; }
   std::size_t block() const { return piece_ * static_cast<std::size_t>(ranks_); }
   // Where rank j's piece of round b lies in the buffer, and its length.
   std::pair<std::size_t, std::size_t> piece_of(uint64_t b, int j) const {
@@ -58,6 +64,7 @@ class AllreducePlan final : public ShmPlan {
   std::size_t total_;
   int ranks_, me_;
   std::size_t piece_;
+  int root_;
 };
 
 void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out, std::size_t count,
@@ -102,19 +109,34 @@ void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::si
     return;
   }
   AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
-                     ctx.shm->layout().piece_bytes);
+                     ctx.shm->layout().piece_bytes, -1);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
 
+void shm_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                DataType dtype, ReduceOp op, int root) {
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (ctx.shm->size() == 1) {
+    if (bytes && in != out) std::memcpy(out, in, bytes);
+    return;
+  }
+  AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
+                     ctx.shm->layout().piece_bytes, root);
+  run_shm_pipeline(ctx, plan, dtype, op);
+}
 
 double shm_allreduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   return shm_estimate_us(m, team, bytes, 1.0);
 }
 
 extern const AlgorithmSpec shm_allreduce_spec{
-    CollectiveKind::allreduce, "shm",
+    CollectiveKind::allreduce,
+    "shm",
     "every rank reduces its share straight from the others' staged data in shared memory",
-    needs_shared_memory, shm_allreduce_estimate,
+    needs_shared_memory,
+    shm_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     }};

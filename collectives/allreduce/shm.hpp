@@ -26,5 +26,9 @@ namespace chorus {
 // recv = reduction over ranks of send (count elements); send == recv is in place.
 void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                    DataType dtype, ReduceOp op);
+// The pipeline of shm_allreduce with the root alone copying the result out
+// (recv is ignored elsewhere): the shared-memory reduce.
+void shm_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                DataType dtype, ReduceOp op, int root);
 
 }  // namespace chorus

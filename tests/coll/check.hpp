@@ -28,6 +28,16 @@ struct Case {
   std::string_view algorithm = "";
 };
 
+// What the sweeps range over.
+inline constexpr int kRanks[] = {1, 2, 3, 4, 5, 8};
+inline constexpr DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
+                                       DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
+                                       DataType::i64, DataType::u64};
+inline constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                                    ReduceOp::avg};
+inline constexpr std::size_t kBig = 1000003;
+inline constexpr std::size_t kDefaultSegment = 1 << 20;
+
 std::string describe_case(const Case& c);
 
 std::string check_allreduce(const Case& c);

@@ -15,8 +15,10 @@
 namespace chorus::test {
 namespace {
 
-// Runs `call` with the named registered algorithm on this rank.
+// Runs `call` with the named registered algorithm on this rank ("": shm
+// over shared memory, else the ring).
 void run_registered(RankEnv& env, const CollectiveCall& call, std::string_view algo) {
+  if (algo.empty()) algo = env.shm ? "shm" : "ring";
   const AlgorithmSpec* spec = find_algorithm(call.kind, algo);
   if (!spec)
     throw InvariantError(fmt::format("no algorithm {} for {}", algo, collective_name(call.kind)));
@@ -51,33 +53,39 @@ std::vector<std::size_t> offsets_of(const std::vector<std::size_t>& counts) {
 template <typename Tr>
 using T_ = typename Tr::T;
 
+// reduce (to c.root), or allreduce (all: every rank receives the result).
 template <typename Tr>
-std::string reduce(const Case& c) {
+std::string reduce(const Case& c, bool all) {
   const int n = c.ranks;
+  auto receives = [&](int r) { return all || r == c.root; };
   std::vector<T_<Tr>> want(c.count);
   for (std::size_t i = 0; i < c.count; ++i) want[i] = reference<Tr>(n, i, c.op);
   Buffers<Tr> send(n), recv(n);
   for (int r = 0; r < n; ++r) {
     send[r] = Guarded<T_<Tr>>(c.count);
     for (std::size_t i = 0; i < c.count; ++i) send[r][i] = gen<Tr>(r, i, c.op);
-  }
-  if (!c.in_place) {
-    recv[c.root] = Guarded<T_<Tr>>(c.count);
-    for (std::size_t i = 0; i < c.count; ++i) recv[c.root][i] = unlike(want[i]);
+    if (c.in_place || !receives(r)) continue;
+    recv[r] = Guarded<T_<Tr>>(c.count);
+    for (std::size_t i = 0; i < c.count; ++i) recv[r][i] = unlike(want[i]);
   }
   auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
     const int r = env.rank();
-    void* out = r != c.root ? nullptr : c.in_place ? send[r].data() : recv[r].data();
-    run_registered(env, make(CollectiveKind::reduce, send[r].data(), out, c), c.algorithm);
+    void* out = !receives(r) ? nullptr : c.in_place ? send[r].data() : recv[r].data();
+    auto call =
+        make(all ? CollectiveKind::allreduce : CollectiveKind::reduce, send[r].data(), out, c);
+    if (all) call.root = -1;
+    run_registered(env, call, c.algorithm);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
-  const auto& out = c.in_place ? send[c.root] : recv[c.root];
-  auto err = compare<Tr>("root's result", c.root, out, 0, c.count, c.op,
-                         [&](std::size_t i) { return want[i]; });
-  for (int r = 0; r < n && err.empty(); ++r)
-    if (r != c.root || !c.in_place)
+  std::string err;
+  for (int r = 0; r < n && err.empty(); ++r) {
+    if (receives(r))
+      err = compare<Tr>("result", r, c.in_place ? send[r] : recv[r], 0, c.count, c.op,
+                        [&](std::size_t i) { return want[i]; });
+    if (err.empty() && (!receives(r) || !c.in_place))
       err = compare<Tr>("send buffer (must be unchanged)", r, send[r], 0, c.count, ReduceOp::sum,
                         [&](std::size_t i) { return gen<Tr>(r, i, c.op); });
+  }
   if (!err.empty()) return err;
   if (auto d = guard_damage(send, "send buffer"); !d.empty()) return d;
   return guard_damage(recv, "receive buffer");
@@ -190,10 +198,12 @@ std::string alltoall(const Case& c) {
   return guard_damage(recv, "receive buffer");
 }
 
+// allgatherv (v: counts_for's uneven blocks), or allgather (every block c.count).
 template <typename Tr>
-std::string allgatherv(const Case& c) {
+std::string allgatherv(const Case& c, bool v) {
   const int n = c.ranks;
-  const auto counts = counts_for(n, c.count);
+  const auto counts =
+      v ? counts_for(n, c.count) : std::vector<std::size_t>(std::size_t(n), c.count);
   const auto offsets = offsets_of(counts);
   const std::size_t total = offsets.back() + counts.back();
   auto owner = [&](std::size_t i) {
@@ -221,8 +231,9 @@ std::string allgatherv(const Case& c) {
     const int r = env.rank();
     const void* in =
         c.in_place ? recv[r].data() + offsets[static_cast<std::size_t>(r)] : send[r].data();
-    auto call = make(CollectiveKind::allgatherv, in, recv[r].data(), c);
-    call.counts = counts.data();
+    auto call =
+        make(v ? CollectiveKind::allgatherv : CollectiveKind::allgather, in, recv[r].data(), c);
+    if (v) call.counts = counts.data();
     run_registered(env, call, c.algorithm);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
@@ -233,10 +244,13 @@ std::string allgatherv(const Case& c) {
   return guard_damage(recv, "receive buffer");
 }
 
+// reduce_scatterv (v: counts_for's uneven blocks), or reduce_scatter (every
+// block c.count).
 template <typename Tr>
-std::string reduce_scatterv(const Case& c) {
+std::string reduce_scatterv(const Case& c, bool v) {
   const int n = c.ranks;
-  const auto counts = counts_for(n, c.count);
+  const auto counts =
+      v ? counts_for(n, c.count) : std::vector<std::size_t>(std::size_t(n), c.count);
   const auto offsets = offsets_of(counts);
   const std::size_t total = offsets.back() + counts.back();
   Buffers<Tr> send(n), recv(n);
@@ -252,8 +266,9 @@ std::string reduce_scatterv(const Case& c) {
   auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
     const int r = env.rank();
     void* out = c.in_place ? send[r].data() + offsets[static_cast<std::size_t>(r)] : recv[r].data();
-    auto call = make(CollectiveKind::reduce_scatterv, send[r].data(), out, c);
-    call.counts = counts.data();
+    auto call = make(v ? CollectiveKind::reduce_scatterv : CollectiveKind::reduce_scatter,
+                     send[r].data(), out, c);
+    if (v) call.counts = counts.data();
     run_registered(env, call, c.algorithm);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
@@ -298,7 +313,12 @@ std::vector<std::string_view> runnable_algorithms(CollectiveKind kind) {
 }
 
 std::string check_reduce(const Case& c) {
-  return with_dtype(c.dtype, [&](auto tr) { return reduce<decltype(tr)>(c); });
+  return with_dtype(c.dtype, [&](auto tr) { return reduce<decltype(tr)>(c, false); });
+}
+std::string check_allreduce(const Case& c) {
+  Case with_algo = c;
+  if (c.recursive_doubling && c.algorithm.empty()) with_algo.algorithm = "recursive_doubling";
+  return with_dtype(c.dtype, [&](auto tr) { return reduce<decltype(tr)>(with_algo, true); });
 }
 std::string check_gather(const Case& c) {
   return with_dtype(c.dtype, [&](auto tr) { return gather<decltype(tr)>(c); });
@@ -310,10 +330,16 @@ std::string check_alltoall(const Case& c) {
   return with_dtype(c.dtype, [&](auto tr) { return alltoall<decltype(tr)>(c); });
 }
 std::string check_allgatherv(const Case& c) {
-  return with_dtype(c.dtype, [&](auto tr) { return allgatherv<decltype(tr)>(c); });
+  return with_dtype(c.dtype, [&](auto tr) { return allgatherv<decltype(tr)>(c, true); });
 }
 std::string check_reduce_scatterv(const Case& c) {
-  return with_dtype(c.dtype, [&](auto tr) { return reduce_scatterv<decltype(tr)>(c); });
+  return with_dtype(c.dtype, [&](auto tr) { return reduce_scatterv<decltype(tr)>(c, true); });
+}
+std::string check_allgather(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return allgatherv<decltype(tr)>(c, false); });
+}
+std::string check_reduce_scatter(const Case& c) {
+  return with_dtype(c.dtype, [&](auto tr) { return reduce_scatterv<decltype(tr)>(c, false); });
 }
 
 }  // namespace chorus::test

@@ -10,34 +10,46 @@
 #include <thread>
 #include <vector>
 
+#include "base/core/error.hpp"
 #include "collectives/allreduce/shm.hpp"
 #include "collectives/barrier/shm.hpp"
 #include "collectives/broadcast/shm.hpp"
-#include "base/core/error.hpp"
 #include "tests/coll/harness.hpp"
 
 using namespace chorus;
 using namespace chorus::test;
-TEST_CASE("shm latency path: a different count or another collective is a mismatch",
-          "[failure][shm]") {
+namespace {
+
+// Ranks 0..n-2 all-reduce `count` floats; rank n-1 calls with count + 1, or
+// a barrier (latency path) / a broadcast (pipeline). Every rank must fail, at
+// least one with a mismatch naming rank n-1.
+void expect_mismatch(std::size_t count, CollectiveKind other) {
   for (int n : {2, 3}) {
     const int odd = n - 1;
     for (bool other_kind : {false, true}) {
-      std::vector<std::vector<float>> bufs(n, std::vector<float>(9, 1.0f));
+      std::vector<std::vector<float>> bufs(n, std::vector<float>(count + 1, 1.0f));
       RunOptions o;
       o.timeout = std::chrono::milliseconds(20000);  // it must fail long before this
       auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
         const int r = env.rank();
         if (r == odd && other_kind) {
-          auto ctx = env.context(make_sig(CollectiveKind::barrier, 7, 0, DataType::u8));
-          shm_barrier(ctx);
+          auto ctx =
+              env.context(make_sig(other, 7, other == CollectiveKind::barrier ? 0 : count,
+                                   other == CollectiveKind::barrier ? DataType::u8 : DataType::f32,
+                                   ReduceOp::sum, other == CollectiveKind::broadcast ? 0 : -1));
+          if (other == CollectiveKind::barrier)
+            shm_barrier(ctx);
+          else
+            shm_broadcast(ctx, bufs[r].data(), count, DataType::f32, 0);
           return;
         }
-        const std::size_t count = r == odd ? 9 : 8;  // 32-36 bytes: the latency path
-        auto ctx = env.context(make_sig(CollectiveKind::allreduce, 7, count, DataType::f32));
-        shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), count, DataType::f32, ReduceOp::sum);
+        const std::size_t mine = r == odd ? count + 1 : count;
+        auto ctx = env.context(make_sig(CollectiveKind::allreduce, 7, mine, DataType::f32));
+        shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), mine, DataType::f32, ReduceOp::sum);
       });
-      INFO("ranks " << n << (other_kind ? ", barrier" : ", count") << "\n" << failures(outcomes));
+      INFO("ranks " << n << ", count " << count << (other_kind ? ", other kind" : ", other count")
+                    << "\n"
+                    << failures(outcomes));
       int mismatches = 0;
       for (int r = 0; r < n; ++r) {
         CHECK((outcomes[r].code == CHORUS_ERR_MISMATCH || outcomes[r].code == CHORUS_ERR_ABORTED));
@@ -46,31 +58,40 @@ TEST_CASE("shm latency path: a different count or another collective is a mismat
         CHECK_THAT(outcomes[r].message,
                    Catch::Contains(fmt::format("rank {} called", odd)) ||
                        Catch::Contains(fmt::format("but rank {} called", odd)));
-        CHECK_THAT(outcomes[r].message, Catch::Contains("allreduce #"));
+        CHECK_THAT(outcomes[r].message, other_kind
+                                            ? Catch::Contains(std::string(collective_name(other)))
+                                            : Catch::Contains(fmt::format("count {}", count + 1)));
       }
       CHECK(mismatches >= 1);
     }
   }
 }
 
-TEST_CASE("shm latency path: a rank that never calls makes the others time out naming it",
-          "[failure][shm]") {
+// Rank `absent` never calls an allreduce of `count` floats: the others time
+// out naming it.
+void expect_timeout(std::size_t count, const std::string& naming) {
   const int n = 3, absent = 1;
-  std::vector<std::vector<float>> bufs(n, std::vector<float>(4, 1.0f));
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(count, 1.0f));
   const RunOptions o = absent_rank_run(absent, std::chrono::milliseconds(300));
   auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
     const int r = env.rank();
-    auto ctx = env.context(make_sig(CollectiveKind::allreduce, 11, 4, DataType::f32));
-    shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), 4, DataType::f32, ReduceOp::sum);
+    auto ctx = env.context(make_sig(CollectiveKind::allreduce, 11, count, DataType::f32));
+    shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), count, DataType::f32, ReduceOp::sum);
   });
-  INFO(failures(outcomes));
+  INFO("count " << count << "\n" << failures(outcomes));
   for (int r = 0; r < n; ++r) {
     if (r == absent) continue;
     CHECK(outcomes[r].code == CHORUS_ERR_TIMEOUT);
-    CHECK_THAT(outcomes[r].message,
-               Catch::Contains("allreduce #") &&
-                   Catch::Contains(fmt::format("waiting for rank {} to post", absent)));
+    CHECK_THAT(outcomes[r].message, Catch::Contains("allreduce #") &&
+                                        Catch::Contains("timed out") && Catch::Contains(naming));
   }
+}
+
+}  // namespace
+
+TEST_CASE("shm latency path: a different count or another collective is a mismatch",
+          "[failure][shm]") {
+  expect_mismatch(8, CollectiveKind::barrier);  // 32-36 bytes: the latency path
 }
 
 TEST_CASE("shm pipeline path: a different count or another collective is a mismatch",
@@ -78,59 +99,12 @@ TEST_CASE("shm pipeline path: a different count or another collective is a misma
   // 1000 floats is past the 256-byte latency path of these domains: the
   // ranks meet in the pipeline's staging rounds, where a peer's announcement
   // is what tells them apart.
-  for (int n : {2, 3}) {
-    const int odd = n - 1;
-    for (bool other_kind : {false, true}) {
-      std::vector<std::vector<float>> bufs(n, std::vector<float>(1001, 1.0f));
-      RunOptions o;
-      o.timeout = std::chrono::milliseconds(20000);  // it must fail long before this
-      auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
-        const int r = env.rank();
-        if (r == odd && other_kind) {
-          auto ctx = env.context(
-              make_sig(CollectiveKind::broadcast, 5, 1000, DataType::f32, ReduceOp::sum, 0));
-          shm_broadcast(ctx, bufs[r].data(), 1000, DataType::f32, 0);
-          return;
-        }
-        const std::size_t count = r == odd ? 1001 : 1000;
-        auto ctx = env.context(make_sig(CollectiveKind::allreduce, 5, count, DataType::f32));
-        shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), count, DataType::f32, ReduceOp::sum);
-      });
-      INFO("ranks " << n << (other_kind ? ", broadcast" : ", count") << "\n" << failures(outcomes));
-      int mismatches = 0;
-      for (int r = 0; r < n; ++r) {
-        CHECK((outcomes[r].code == CHORUS_ERR_MISMATCH || outcomes[r].code == CHORUS_ERR_ABORTED));
-        if (outcomes[r].code != CHORUS_ERR_MISMATCH) continue;
-        ++mismatches;
-        CHECK_THAT(outcomes[r].message,
-                   Catch::Contains(fmt::format("rank {} called", odd)) ||
-                       Catch::Contains(fmt::format("but rank {} called", odd)));
-        CHECK_THAT(outcomes[r].message,
-                   other_kind ? Catch::Contains("broadcast #") : Catch::Contains("count 1001"));
-      }
-      CHECK(mismatches >= 1);
-    }
-  }
+  expect_mismatch(1000, CollectiveKind::broadcast);
 }
 
-TEST_CASE("shm pipeline path: a rank that never calls makes the others time out naming it",
-          "[failure][shm]") {
-  const int n = 3, absent = 2;
-  std::vector<std::vector<float>> bufs(n, std::vector<float>(5000, 1.0f));
-  const RunOptions o = absent_rank_run(absent, std::chrono::milliseconds(300));
-  auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
-    const int r = env.rank();
-    auto ctx = env.context(make_sig(CollectiveKind::allreduce, 12, 5000, DataType::f32));
-    shm_allreduce(ctx, bufs[r].data(), bufs[r].data(), 5000, DataType::f32, ReduceOp::sum);
-  });
-  INFO(failures(outcomes));
-  for (int r = 0; r < n; ++r) {
-    if (r == absent) continue;
-    CHECK(outcomes[r].code == CHORUS_ERR_TIMEOUT);
-    CHECK_THAT(outcomes[r].message, Catch::Contains("allreduce #") &&
-                                        Catch::Contains("timed out") &&
-                                        Catch::Contains(fmt::format("of rank(s) {}", absent)));
-  }
+TEST_CASE("shm: a rank that never calls makes the others time out naming it", "[failure][shm]") {
+  expect_timeout(4, "waiting for rank 1 to post");    // latency path
+  expect_timeout(5000, "staged input of rank(s) 1");  // pipeline
 }
 
 TEST_CASE("shm barrier: nobody leaves before everybody arrived", "[barrier][shm]") {

@@ -12,19 +12,6 @@
 using namespace chorus;
 using namespace chorus::test;
 
-namespace {
-
-const int kRanks[] = {1, 2, 3, 4, 5, 8};
-const DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
-                            DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
-                            DataType::i64, DataType::u64};
-const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
-                         ReduceOp::avg};
-constexpr std::size_t kBig = 1000003;
-constexpr std::size_t kDefaultSegment = 1 << 20;
-
-}  // namespace
-
 TEST_CASE("test data: the ranks' contributions differ at every element", "[data]") {
   // A rank whose contribution is dropped, doubled or replaced by another
   // rank's must change the reference (for sum; prod factors are never 1).

@@ -12,14 +12,6 @@ using namespace chorus::test;
 
 namespace {
 
-const int kRanks[] = {1, 2, 3, 4, 5, 8};
-const DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
-                            DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
-                            DataType::i64, DataType::u64};
-const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
-                         ReduceOp::avg};
-constexpr std::size_t kBig = 1000003;
-
 // The k-th (dtype, op) combination: consecutive cases cover all 50.
 std::pair<DataType, ReduceOp> combo(int k) {
   return {kDtypes[k % 10], kOps[(k / 10 + k) % 5]};

@@ -86,6 +86,17 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// SIGKILLs this process 20 ms from now (inside the collective it is about
+// to start), printing the time first.
+void kill_myself_soon(int rank) {
+  std::thread([rank] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
+    std::fflush(stdout);
+    kill(getpid(), SIGKILL);
+  }).detach();
+}
+
 // Every collective once, each result compared in full with values computed
 // here; returns the number of wrong elements (or reports and exits 3).
 std::size_t check_all(int rank, int size, chorus_comm_t comm) {
@@ -189,14 +200,7 @@ int main(int argc, char** argv) {
     std::vector<float> data(std::size_t(8) << 20);
     for (int iter = 0; iter < 200; ++iter) {
       for (std::size_t i = 0; i < data.size(); ++i) data[i] = float(rank + 1 + int(i % 7) + iter);
-      if (rank == arg && iter == 1) {
-        std::thread([rank] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
-          std::fflush(stdout);
-          kill(getpid(), SIGKILL);
-        }).detach();
-      }
+      if (rank == arg && iter == 1) kill_myself_soon(rank);
       rc = chorus_allreduce(comm, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_SUM,
                             0);
       if (rc != CHORUS_SUCCESS) {
@@ -247,14 +251,7 @@ int main(int argc, char** argv) {
     if (rc != CHORUS_SUCCESS) return report(rank, "split", rc, comm);
     std::vector<float> data(std::size_t(4) << 20, 1.0f);
     for (int iter = 0; iter < 200; ++iter) {
-      if (rank == arg && iter == 1) {
-        std::thread([rank] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          std::printf("rank %d: killing myself at %lld\n", rank, (long long)now_ns());
-          std::fflush(stdout);
-          kill(getpid(), SIGKILL);
-        }).detach();
-      }
+      if (rank == arg && iter == 1) kill_myself_soon(rank);
       for (chorus_comm_t c : {comm, child}) {
         rc = chorus_allreduce(c, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_MAX,
                               0);
