@@ -228,6 +228,9 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CollectiveContext ctx = CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
                                                   Spin{config_.spin_us, cost_model_.oversubscribed});
   try {
+    // The connections may have failed under a split relative (an abort, a
+    // dead peer it saw): then this call fails too, before it starts.
+    link_->transport->check_failed();
     body(ctx);
     return nullptr;
   } catch (const Error& e) {
