@@ -1,5 +1,5 @@
 // The C API's newer calls as a program uses them, over the default transport
-// (shared memory between the thread ranks) and over TCP: reduce, gather,
+// (shared memory between the thread ranks), TCP and UCX: reduce, gather,
 // scatter, alltoall and the v-variants (blocking and not), point-to-point
 // messages, and chorus_comm_split.
 #include <catch2/catch.hpp>
@@ -15,6 +15,16 @@ using chorus::test::all_zero;
 using chorus::test::run;
 
 namespace {
+
+// The transports every test here runs over: the default (shared memory
+// between these thread ranks), TCP, and UCX where built.
+std::vector<const char*> transports() {
+  std::vector<const char*> out{nullptr, "tcp"};
+#ifdef CHORUS_HAVE_UCX
+  out.push_back("ucx");
+#endif
+  return out;
+}
 
 int64_t value(int rank, std::size_t i) {
   return int64_t(rank + 1) * 1000003 + int64_t(i) * 7;
@@ -98,7 +108,7 @@ int newer_collectives(int rank, chorus_comm_t comm, int n) {
 }  // namespace
 
 TEST_CASE("c api: reduce, gather, scatter, alltoall and the v-variants", "[api]") {
-  for (const char* transport : {static_cast<const char*>(nullptr), "tcp"}) {
+  for (const char* transport : transports()) {
     for (int n : {1, 2, 3, 4}) {
       INFO("ranks " << n << " transport " << (transport ? transport : "default"));
       auto results = run(
@@ -110,7 +120,7 @@ TEST_CASE("c api: reduce, gather, scatter, alltoall and the v-variants", "[api]"
 }
 
 TEST_CASE("c api: many messages on several tags arrive in order per (peer, tag)", "[api][p2p]") {
-  for (const char* transport : {static_cast<const char*>(nullptr), "tcp"}) {
+  for (const char* transport : transports()) {
     INFO("transport " << (transport ? transport : "default"));
     const int n = 3, per_tag = 40, tags = 3;
     auto results = run(
