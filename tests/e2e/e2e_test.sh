@@ -163,13 +163,18 @@ case $case_name in
   hosts)
     # Four simulated hosts (a host identity per rank): no shared memory; the
     # point-to-point algorithms carry the allreduce, over UCX where built.
-    CHORUS_LOG_LEVEL=info run -np 4 --tag-output bash -c \
+    # Each host's two ranks still share a domain of their own (the host team's).
+    CHORUS_LOG_LEVEL=debug run -np 4 --tag-output bash -c \
       'CHORUS_HOST_ID=host$((CHORUS_RANK / 2)) exec "$0" 1048573' "$example" >"$out" 2>"$err"
     rc=$?
     [ $rc -eq 0 ] || fail "exit status $rc"
     [ "$(grep -c ': 0 wrong' "$out")" -eq 4 ] || fail "not every rank reported 0 wrong"
     [ "$(grep -cE '2 of them on this host, on [0-9]+ CPUs; collectives through point-to-point algorithms' "$err")" -eq 4 ] ||
       fail "ranks on two hosts did not all leave shared memory out"
+    joined=$(grep -o 'rank [01]: joined shared-memory segment chorus-[^ ]*' "$err" | sort -u)
+    [ "$(echo "$joined" | wc -l)" -eq 4 ] || fail "not every rank joined a host domain: $joined"
+    [ "$(echo "$joined" | awk '{print $NF}' | sort -u | wc -l)" -eq 2 ] ||
+      fail "the two hosts did not get a domain each: $joined"
     ;;
   bound)
     # Ranks bound one per CPU fit the host: the CPUs counted are the union of
