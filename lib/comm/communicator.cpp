@@ -369,7 +369,7 @@ std::string Communicator::with_local_ranks(const std::string& message) const {
   bool identity = true;
   for (int i = 0; i < size() && identity; ++i) identity = world_.member(i) == i;
   if (identity) return message;
-  static const std::regex mentioned("rank (\\d+)");
+  static const std::regex mentioned("rank(?:\\(s\\))? (\\d+)");
   std::set<int> seen;
   for (auto it = std::sregex_iterator(message.begin(), message.end(), mentioned);
        it != std::sregex_iterator(); ++it)
