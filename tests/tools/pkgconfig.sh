@@ -16,8 +16,15 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 flags=$(pkg-config --define-variable=prefix="$dest$prefix" --cflags --libs chorus) ||
   fail "pkg-config does not know chorus"
 echo "pkg-config --cflags --libs chorus: $flags"
-cc -std=c11 -o "$dest/allreduce_c" "$source/examples/allreduce.c" $flags || fail "the C example did not build"
-c++ -std=c++20 -o "$dest/allreduce_cpp" "$source/examples/allreduce.cpp" $flags ||
+# A sanitized build's library needs programs built with the same sanitizers.
+sanitize=$(meson introspect --buildoptions "$build" | python3 -c '
+import json, sys
+v = [o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"][0]
+v = ",".join(v) if isinstance(v, list) else v
+print("" if v in ("none", "") else "-fsanitize=" + v)')
+cc -std=c11 $sanitize -o "$dest/allreduce_c" "$source/examples/allreduce.c" $flags ||
+  fail "the C example did not build"
+c++ -std=c++20 $sanitize -o "$dest/allreduce_cpp" "$source/examples/allreduce.cpp" $flags ||
   fail "the C++ example did not build"
 libdir=$(pkg-config --define-variable=prefix="$dest$prefix" --variable=libdir chorus)
 out=$(LD_LIBRARY_PATH="$libdir" timeout 60 "$chorusrun" -np 2 "$dest/allreduce_c" 1000) ||
