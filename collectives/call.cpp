@@ -107,7 +107,8 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
       if (!receives) break;
       require(c.recv, whole, "recvbuf", what);
       const int mine = c.kind == CollectiveKind::allgather ? rank : c.root;
-      if (send != recv + block * static_cast<std::size_t>(mine) && overlaps(send, block, recv, whole))
+      if (send != recv + block * static_cast<std::size_t>(mine) &&
+          overlaps(send, block, recv, whole))
         throw UsageError(fmt::format(
             "{}: sendbuf overlaps recvbuf (in place means sendbuf == recvbuf + {} * count)", what,
             c.kind == CollectiveKind::allgather ? "rank" : "root"));
@@ -120,7 +121,8 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
       if (!sends) break;
       require(c.send, whole, "sendbuf", what);
       const int mine = c.kind == CollectiveKind::reduce_scatter ? rank : c.root;
-      if (recv != send + block * static_cast<std::size_t>(mine) && overlaps(send, whole, recv, block))
+      if (recv != send + block * static_cast<std::size_t>(mine) &&
+          overlaps(send, whole, recv, block))
         throw UsageError(fmt::format(
             "{}: recvbuf overlaps sendbuf (in place means recvbuf == sendbuf + {} * count)", what,
             c.kind == CollectiveKind::reduce_scatter ? "rank" : "root"));

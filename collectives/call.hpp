@@ -7,14 +7,16 @@
 //   broadcast        recv[count] (root's is the source)       send unused
 //   reduce           send[count] -> recv[count] at root       in place at root: send == recv
 //   allgather        send[count] -> recv[n * count]           in place: send == recv + rank * count
-//   gather           send[count] -> recv[n * count] at root   in place at root: send == recv + root * count
-//   scatter          send[n * count] at root -> recv[count]   in place at root: recv == send + root * count
-//   reduce_scatter   send[n * count] -> recv[count]           in place: recv == send + rank * count
-//   alltoall         send[n * count] -> recv[n * count]       block j of send goes to rank j; no overlap
-//   allgatherv       send[counts[rank]] -> recv[sum counts]   blocks back to back in rank order;
-//                                                             in place: send == recv + offset of rank
-//   reduce_scatterv  send[sum counts] -> recv[counts[rank]]   in place: recv == send + offset of rank
-//   barrier          nothing
+//   gather           send[count] -> recv[n * count] at root   in place at root: send == recv + root
+//   * count scatter          send[n * count] at root -> recv[count]   in place at root: recv ==
+//   send + root * count reduce_scatter   send[n * count] -> recv[count]           in place: recv ==
+//   send + rank * count alltoall         send[n * count] -> recv[n * count]       block j of send
+//   goes to rank j; no overlap allgatherv       send[counts[rank]] -> recv[sum counts]   blocks
+//   back to back in rank order;
+//                                                             in place: send == recv + offset of
+//                                                             rank
+//   reduce_scatterv  send[sum counts] -> recv[counts[rank]]   in place: recv == send + offset of
+//   rank barrier          nothing
 // v-variants read `counts` (n entries, the same on every rank: its digest is
 // part of the signature, so ranks that disagree fail as a mismatch).
 #pragma once

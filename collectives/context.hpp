@@ -32,8 +32,8 @@ struct CollectiveContext {
 
   static CollectiveContext over(const Team& team, ScratchPool& scratch, const CallSignature& sig,
                                 const Deadline& deadline, std::size_t segment_bytes, Spin spin) {
-    return CollectiveContext{
-        team, *team.transport, scratch, team.tag, sig, deadline, segment_bytes, spin, team.shm};
+    return CollectiveContext{team,     *team.transport, scratch, team.tag, sig,
+                             deadline, segment_bytes,   spin,    team.shm};
   }
 
   // Ranks and peers are the team's indices.

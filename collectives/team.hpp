@@ -67,8 +67,8 @@ struct Team {
   }
   // The team of `members` (transport ranks, in team order), which must hold
   // this rank.
-  static Team of(Transport& transport, std::vector<int> members, uint32_t tag,
-                 shm::Domain* shm, std::string name) {
+  static Team of(Transport& transport, std::vector<int> members, uint32_t tag, shm::Domain* shm,
+                 std::string name) {
     Team t;
     t.transport = &transport;
     t.tag = tag;

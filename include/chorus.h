@@ -142,17 +142,16 @@ CHORUS_API chorus_result_t chorus_scatter(chorus_comm_t comm, const void* sendbu
  * block (sender) of its recvbuf; both buffers hold world_size * count elements
  * and must not overlap. */
 CHORUS_API chorus_result_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
-                                           size_t count, chorus_dtype_t dtype,
-                                           int64_t timeout_ms);
+                                           size_t count, chorus_dtype_t dtype, int64_t timeout_ms);
 /* Variable counts (every rank passes the same recvcounts, world_size entries):
  * allgatherv sends recvcounts[rank] elements and receives every rank's block
  * back to back in rank order (in place: sendbuf == recvbuf + the sum of the
  * counts before this rank's); reduce_scatterv reduces a sendbuf of sum(counts)
  * elements and keeps this rank's block (in place: recvbuf == sendbuf + that
  * offset). */
-CHORUS_API chorus_result_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf,
-                                             void* recvbuf, const size_t* recvcounts,
-                                             chorus_dtype_t dtype, int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                             const size_t* recvcounts, chorus_dtype_t dtype,
+                                             int64_t timeout_ms);
 CHORUS_API chorus_result_t chorus_reduce_scatterv(chorus_comm_t comm, const void* sendbuf,
                                                   void* recvbuf, const size_t* recvcounts,
                                                   chorus_dtype_t dtype, chorus_op_t op,
@@ -205,11 +204,9 @@ CHORUS_API chorus_result_t chorus_ireduce_scatterv(chorus_comm_t comm, const voi
  * does. A rank cannot send to itself. */
 #define CHORUS_TAG_MAX 1048575
 CHORUS_API chorus_result_t chorus_send(chorus_comm_t comm, const void* buf, size_t count,
-                                       chorus_dtype_t dtype, int peer, int tag,
-                                       int64_t timeout_ms);
+                                       chorus_dtype_t dtype, int peer, int tag, int64_t timeout_ms);
 CHORUS_API chorus_result_t chorus_recv(chorus_comm_t comm, void* buf, size_t count,
-                                       chorus_dtype_t dtype, int peer, int tag,
-                                       int64_t timeout_ms);
+                                       chorus_dtype_t dtype, int peer, int tag, int64_t timeout_ms);
 CHORUS_API chorus_result_t chorus_isend(chorus_comm_t comm, const void* buf, size_t count,
                                         chorus_dtype_t dtype, int peer, int tag,
                                         chorus_request_t* request);

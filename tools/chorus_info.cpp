@@ -13,15 +13,15 @@
 
 #include <cstdio>
 
+#include "base/bootstrap/env.hpp"
+#include "base/core/config.hpp"
+#include "base/core/error.hpp"
+#include "base/topology/host.hpp"
 #include "collectives/call.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/team.hpp"
 #include "collectives/tuner/selection.hpp"
 #include "lib/comm/host_domain.hpp"
-#include "base/bootstrap/env.hpp"
-#include "base/core/config.hpp"
-#include "base/core/error.hpp"
-#include "base/topology/host.hpp"
 #include "transports/routes.hpp"
 
 namespace {
@@ -131,12 +131,12 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
     fmt::print("{:>10}  {:<20} {:>8}", format_bytes(bytes), s.spec->name,
                s.spec->name == "ring" ? format_bytes(segment) : "-");
     for (const auto& c : s.candidates)
-      fmt::print("  {:>20}", c.refusal ? std::string("refused") : fmt::format("{:.1f} us", c.estimate_us));
-    fmt::print("  {}\n", s.forced ? fmt::format("CHORUS_ALGO chose {}", s.spec->name)
-                                   : s.refused_override
-                                         ? fmt::format("CHORUS_ALGO chose {}, which refused",
-                                                       s.refused_override->name)
-                                         : std::string("cheapest estimate"));
+      fmt::print("  {:>20}",
+                 c.refusal ? std::string("refused") : fmt::format("{:.1f} us", c.estimate_us));
+    fmt::print("  {}\n", s.forced             ? fmt::format("CHORUS_ALGO chose {}", s.spec->name)
+                         : s.refused_override ? fmt::format("CHORUS_ALGO chose {}, which refused",
+                                                            s.refused_override->name)
+                                              : std::string("cheapest estimate"));
   }
   for (const AlgorithmSpec* a : algos) {
     const char* refusal = a->refusal(team, call);
@@ -172,8 +172,7 @@ int main(int argc, char** argv) {
     if (transports_flag && !print_job_routes(config))
       print_routes(config, hypothetical_hosts(config, ranks, hosts),
                    hosts.empty() ? "all on this host" : "--hosts");
-    if (plan_flag)
-      print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks);
+    if (plan_flag) print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks);
   } catch (const chorus::Error& e) {
     std::fprintf(stderr, "chorus-info: %s\n", e.what());
     return 2;

@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "collectives/common/ring_pipeline.hpp"
 #include "base/core/log.hpp"
+#include "collectives/common/ring_pipeline.hpp"
 
 namespace chorus {
 
@@ -44,7 +44,6 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
   ring_allgather_chunks(ctx, recv, chunks, e);
 }
 
-
 // n - 1 steps, each rank receiving (n-1)/n of the result.
 double ring_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
@@ -53,8 +52,11 @@ double ring_allgather_estimate(const CostModel& m, const Team& team, std::size_t
 }
 
 extern const AlgorithmSpec ring_allgather_spec{
-    CollectiveKind::allgather, "ring", "every block travels once around a ring: n - 1 steps",
-    runs_anywhere, ring_allgather_estimate,
+    CollectiveKind::allgather,
+    "ring",
+    "every block travels once around a ring: n - 1 steps",
+    runs_anywhere,
+    ring_allgather_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_allgather(ctx, c.send, c.recv, c.count, c.dtype);
     }};

@@ -54,14 +54,16 @@ void shm_allgather(CollectiveContext& ctx, const void* send, void* recv, std::si
   run_shm_pipeline(ctx, plan, dtype, ReduceOp::sum);
 }
 
-
 double shm_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   return shm_estimate_us(m, team, bytes, 0.0);
 }
 
 extern const AlgorithmSpec shm_allgather_spec{
-    CollectiveKind::allgather, "shm", "each rank stages its block once; every rank copies them out",
-    needs_shared_memory, shm_allgather_estimate,
+    CollectiveKind::allgather,
+    "shm",
+    "each rank stages its block once; every rank copies them out",
+    needs_shared_memory,
+    shm_allgather_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_allgather(ctx, c.send, c.recv, c.count, c.dtype);
     }};

@@ -68,7 +68,6 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
   if (extra >= 0) ctx.wait(ctx.send(extra, mine));
 }
 
-
 // log2(p) full exchanges, plus folding the extra ranks in and out.
 double recursive_doubling_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const int n = team.size();
@@ -81,9 +80,12 @@ double recursive_doubling_estimate(const CostModel& m, const Team& team, std::si
 }
 
 extern const AlgorithmSpec recursive_doubling_allreduce_spec{
-    CollectiveKind::allreduce, "recursive_doubling",
-    "log2(n) rounds of whole-buffer exchanges: latency-optimal for small buffers", runs_anywhere,
-    recursive_doubling_estimate, [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+    CollectiveKind::allreduce,
+    "recursive_doubling",
+    "log2(n) rounds of whole-buffer exchanges: latency-optimal for small buffers",
+    runs_anywhere,
+    recursive_doubling_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       recursive_doubling_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     }};
 

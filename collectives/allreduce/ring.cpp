@@ -4,10 +4,10 @@
 #include "collectives/registry.hpp"
 #include "collectives/tuner/cost_model.hpp"
 
+#include "base/core/log.hpp"
 #include "collectives/allgather/ring.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
-#include "base/core/log.hpp"
 
 namespace chorus {
 
@@ -27,7 +27,6 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
   ring_allgather_chunks(ctx, recv, chunks, e);
 }
 
-
 // reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.
 double ring_allreduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
@@ -37,9 +36,11 @@ double ring_allreduce_estimate(const CostModel& m, const Team& team, std::size_t
 }
 
 extern const AlgorithmSpec ring_allreduce_spec{
-    CollectiveKind::allreduce, "ring",
+    CollectiveKind::allreduce,
+    "ring",
     "reduce-scatter then allgather around a ring: bandwidth-optimal, 2(n-1) steps",
-    runs_anywhere, ring_allreduce_estimate,
+    runs_anywhere,
+    ring_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     }};

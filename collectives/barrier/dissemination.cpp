@@ -6,8 +6,8 @@
 
 #include <array>
 
-#include "collectives/patterns/ring.hpp"
 #include "base/core/log.hpp"
+#include "collectives/patterns/ring.hpp"
 
 namespace chorus {
 
@@ -25,14 +25,15 @@ void dissemination_barrier(CollectiveContext& ctx) {
   }
 }
 
-
 double dissemination_estimate(const CostModel& m, const Team& team, std::size_t) {
   return log2_ceil(team.size()) * m.alpha_us;
 }
 
 extern const AlgorithmSpec dissemination_barrier_spec{
-    CollectiveKind::barrier, "dissemination",
-    "ceil(log2 n) rounds of zero-byte messages to rank + 2^k", runs_anywhere,
+    CollectiveKind::barrier,
+    "dissemination",
+    "ceil(log2 n) rounds of zero-byte messages to rank + 2^k",
+    runs_anywhere,
     dissemination_estimate,
     [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) {
       dissemination_barrier(ctx);

@@ -17,14 +17,16 @@ void shm_barrier(CollectiveContext& ctx) {
   domain.check_announcements(ctx.sig);
 }
 
-
 double shm_barrier_estimate(const CostModel& m, const Team&, std::size_t) {
   return m.shm_alpha_us;
 }
 
 extern const AlgorithmSpec shm_barrier_spec{
-    CollectiveKind::barrier, "shm", "one counter per rank in shared memory; wait for all of them",
-    needs_shared_memory, shm_barrier_estimate,
+    CollectiveKind::barrier,
+    "shm",
+    "one counter per rank in shared memory; wait for all of them",
+    needs_shared_memory,
+    shm_barrier_estimate,
     [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) { shm_barrier(ctx); }};
 
 }  // namespace chorus

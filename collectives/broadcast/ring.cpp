@@ -7,9 +7,9 @@
 #include <array>
 #include <vector>
 
+#include "base/core/log.hpp"
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/patterns/ring.hpp"
-#include "base/core/log.hpp"
 
 namespace chorus {
 
@@ -64,7 +64,6 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
   ctx.wait(std::span<const RequestPtr>(sends).subspan(checked));
 }
 
-
 // A pipelined chain: n - 1 hops, the buffer crossing each link once.
 double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
@@ -72,9 +71,11 @@ double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t
 }
 
 extern const AlgorithmSpec ring_broadcast_spec{
-    CollectiveKind::broadcast, "ring",
+    CollectiveKind::broadcast,
+    "ring",
     "a pipelined chain from the root: each segment forwarded as soon as it arrives",
-    runs_anywhere, ring_broadcast_estimate,
+    runs_anywhere,
+    ring_broadcast_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
     }};

@@ -44,14 +44,16 @@ void shm_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTyp
   run_shm_pipeline(ctx, plan, dtype, ReduceOp::sum);
 }
 
-
 double shm_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   return shm_estimate_us(m, team, bytes, 0.0);
 }
 
 extern const AlgorithmSpec shm_broadcast_spec{
-    CollectiveKind::broadcast, "shm", "the root stages its buffer once; every rank copies it out",
-    needs_shared_memory, shm_broadcast_estimate,
+    CollectiveKind::broadcast,
+    "shm",
+    "the root stages its buffer once; every rank copies it out",
+    needs_shared_memory,
+    shm_broadcast_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
     }};

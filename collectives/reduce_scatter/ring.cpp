@@ -6,11 +6,11 @@
 
 #include <cstring>
 
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/validate.hpp"
-#include "base/core/error.hpp"
-#include "base/core/log.hpp"
 
 namespace chorus {
 
@@ -65,7 +65,6 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   if (op == ReduceOp::avg && recvcount > 0) scale_for_avg(recv, recvcount, dtype, n);
 }
 
-
 // n - 1 steps, each rank receiving and reducing (n-1)/n of the input.
 double ring_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
@@ -74,9 +73,11 @@ double ring_reduce_scatter_estimate(const CostModel& m, const Team& team, std::s
 }
 
 extern const AlgorithmSpec ring_reduce_scatter_spec{
-    CollectiveKind::reduce_scatter, "ring",
+    CollectiveKind::reduce_scatter,
+    "ring",
     "partial sums travel a ring, each block reduced on its way to its owner: n - 1 steps",
-    runs_anywhere, ring_reduce_scatter_estimate,
+    runs_anywhere,
+    ring_reduce_scatter_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_reduce_scatter(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     }};

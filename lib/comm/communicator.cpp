@@ -63,14 +63,14 @@ Communicator::Communicator(CommSetup setup)
   CHORUS_CHECK(id_ <= kMaxCommId, "communicator id {} is beyond {}", id_, kMaxCommId);
   const std::vector<int> on_host = ranks_on_my_host(hosts_);
   const bool all_here = static_cast<int>(on_host.size()) == hosts_.size();
-  world_ = Team::of(t, setup.members, team_tag(id_, 1), all_here ? host_shm_.get() : nullptr,
-                    "world");
-  host_ = Team::of(t, members_of(setup.members, on_host), team_tag(id_, 2), host_shm_.get(),
-                   "host");
+  world_ =
+      Team::of(t, setup.members, team_tag(id_, 1), all_here ? host_shm_.get() : nullptr, "world");
+  host_ =
+      Team::of(t, members_of(setup.members, on_host), team_tag(id_, 2), host_shm_.get(), "host");
   const std::vector<int> leaders = host_leaders(hosts_);
   if (std::find(leaders.begin(), leaders.end(), hosts_.rank) != leaders.end())
-    leaders_ = Team::of(t, members_of(setup.members, leaders), team_tag(id_, 3), nullptr,
-                        "leaders");
+    leaders_ =
+        Team::of(t, members_of(setup.members, leaders), team_tag(id_, 3), nullptr, "leaders");
   CHORUS_CHECK(world_.index == hosts_.rank, "rank {} in the host map is rank {} of the world",
                hosts_.rank, world_.index);
   config_.spin_us = resolve_spin_us(config_.spin_us);
@@ -225,8 +225,9 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return io_error(CHORUS_ERR_ABORTED,
                     fmt::format("communicator was aborted earlier: {}", earlier_abort));
   }
-  CollectiveContext ctx = CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
-                                                  Spin{config_.spin_us, cost_model_.oversubscribed});
+  CollectiveContext ctx =
+      CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
+                              Spin{config_.spin_us, cost_model_.oversubscribed});
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
@@ -359,8 +360,9 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
     counts = std::make_shared<std::vector<std::size_t>>(call.counts, call.counts + size());
     kept.counts = counts->data();
   }
-  return run_async(sig, segment_bytes_for(shape.bytes),
-                   [kept, shape, algo, counts](CollectiveContext& ctx) { algo->run(ctx, kept, shape); });
+  return run_async(
+      sig, segment_bytes_for(shape.bytes),
+      [kept, shape, algo, counts](CollectiveContext& ctx) { algo->run(ctx, kept, shape); });
 }
 
 // "rank 3" in a message from the transport is the job's (transport) rank;

@@ -190,8 +190,8 @@ class Communicator {
   // communicator's ranks (split communicators).
   std::string with_local_ranks(const std::string& message) const;
   // Point-to-point helpers (p2p.cpp).
-  CallSignature p2p_signature(std::size_t count, DataType dtype, int receiver, int tag,
-                              int peer, bool sending);
+  CallSignature p2p_signature(std::size_t count, DataType dtype, int receiver, int tag, int peer,
+                              bool sending);
   [[noreturn]] void fail_p2p(const std::exception_ptr& error, const CallSignature& sig);
 
   std::shared_ptr<Link> link_;

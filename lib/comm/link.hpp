@@ -40,7 +40,7 @@ struct Link {
   std::string store_prefix;      // this job's namespace in the store ("comm1/")
   std::string job_token;         // names shared-memory segments
 
-  std::mutex mu;             // guards next_comm_id
+  std::mutex mu;              // guards next_comm_id
   uint32_t next_comm_id = 1;  // the lowest id no communicator on this rank has used
   std::atomic<int> users{0};  // live communicators on this link
 };

@@ -69,12 +69,11 @@ Message Communicator::isend(const void* buf, std::size_t count, DataType dtype, 
   if (peer == rank()) throw UsageError("send: peer is this rank (a rank cannot send to itself)");
   check_usable();
   const CallSignature sig = p2p_signature(count, dtype, peer, tag, peer, true);
-  const auto bytes = std::span<const std::byte>(static_cast<const std::byte*>(buf),
-                                                count * dtype_size(dtype));
-  return Message{
-      link_->transport->isend(world_.member(peer), p2p_tag(id_, static_cast<uint32_t>(tag)), sig,
-                              bytes),
-      sig};
+  const auto bytes =
+      std::span<const std::byte>(static_cast<const std::byte*>(buf), count * dtype_size(dtype));
+  return Message{link_->transport->isend(world_.member(peer),
+                                         p2p_tag(id_, static_cast<uint32_t>(tag)), sig, bytes),
+                 sig};
 }
 
 Message Communicator::irecv(void* buf, std::size_t count, DataType dtype, int peer, int tag) {
@@ -82,12 +81,10 @@ Message Communicator::irecv(void* buf, std::size_t count, DataType dtype, int pe
   if (peer == rank()) throw UsageError("recv: peer is this rank (a rank cannot send to itself)");
   check_usable();
   const CallSignature sig = p2p_signature(count, dtype, rank(), tag, peer, false);
-  const auto bytes =
-      std::span<std::byte>(static_cast<std::byte*>(buf), count * dtype_size(dtype));
-  return Message{
-      link_->transport->irecv(world_.member(peer), p2p_tag(id_, static_cast<uint32_t>(tag)), sig,
-                              bytes),
-      sig};
+  const auto bytes = std::span<std::byte>(static_cast<std::byte*>(buf), count * dtype_size(dtype));
+  return Message{link_->transport->irecv(world_.member(peer),
+                                         p2p_tag(id_, static_cast<uint32_t>(tag)), sig, bytes),
+                 sig};
 }
 
 void Communicator::wait(const Message& message, const Deadline& deadline, bool abort_on_timeout) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/context.hpp"
 #include "base/core/scratch.hpp"
+#include "collectives/context.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus::test {

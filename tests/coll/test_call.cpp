@@ -58,7 +58,8 @@ TEST_CASE("validate: buffers, overlap and in place per collective", "[call]") {
   CHECK(refusal(call(K::alltoall, x, y, 4)) == "");
   CHECK(refusal(call(K::barrier, nullptr, nullptr, 0)) == "");
   // Refused, each with its reason.
-  CHECK_THAT(refusal(call(K::allreduce, nullptr, y, 8)), Catch::Contains("allreduce: sendbuf is NULL"));
+  CHECK_THAT(refusal(call(K::allreduce, nullptr, y, 8)),
+             Catch::Contains("allreduce: sendbuf is NULL"));
   CHECK_THAT(refusal(call(K::allreduce, x, x + 1, 8)),
              Catch::Contains("allreduce: sendbuf and recvbuf overlap"));
   CHECK_THAT(refusal(call(K::broadcast, nullptr, x, 8, 2)),

@@ -7,12 +7,12 @@
 #include <numeric>
 #include <vector>
 
+#include "base/core/error.hpp"
 #include "collectives/allgather/ring.hpp"
 #include "collectives/allreduce/ring.hpp"
 #include "collectives/barrier/dissemination.hpp"
 #include "collectives/broadcast/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
-#include "base/core/error.hpp"
 #include "tests/coll/harness.hpp"
 #include "tests/coll/values.hpp"
 

@@ -104,9 +104,8 @@ TEST_CASE("shared memory is an algorithm with a cost: chosen on one host, refuse
   layout.ranks = 4;
   const AlgoOverride none;
   const CostModel m = CostModel::defaults(4, 2);
-  for (auto kind : {CollectiveKind::allreduce, CollectiveKind::broadcast,
-                    CollectiveKind::allgather, CollectiveKind::reduce_scatter,
-                    CollectiveKind::barrier}) {
+  for (auto kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::allgather,
+                    CollectiveKind::reduce_scatter, CollectiveKind::barrier}) {
     INFO(collective_name(kind));
     for (std::size_t bytes : {std::size_t{8}, std::size_t{1} << 26}) {
       CHECK(chosen(kind, bytes, plan_team(4, &layout), none, m) == "shm");
@@ -140,11 +139,11 @@ TEST_CASE("algorithm positions are part of the call contract and never move", "[
   // The call signature records 1 + the registry position (ranks compare it);
   // CHORUS_ALGO and chorus-info use the names. New algorithms go at the end.
   const std::pair<CollectiveKind, const char*> first[] = {
-      {CollectiveKind::allreduce, "ring"},          {CollectiveKind::allreduce, "recursive_doubling"},
-      {CollectiveKind::allreduce, "shm"},           {CollectiveKind::broadcast, "ring"},
-      {CollectiveKind::broadcast, "shm"},           {CollectiveKind::allgather, "ring"},
-      {CollectiveKind::allgather, "shm"},           {CollectiveKind::reduce_scatter, "ring"},
-      {CollectiveKind::reduce_scatter, "shm"},      {CollectiveKind::barrier, "dissemination"},
+      {CollectiveKind::allreduce, "ring"},     {CollectiveKind::allreduce, "recursive_doubling"},
+      {CollectiveKind::allreduce, "shm"},      {CollectiveKind::broadcast, "ring"},
+      {CollectiveKind::broadcast, "shm"},      {CollectiveKind::allgather, "ring"},
+      {CollectiveKind::allgather, "shm"},      {CollectiveKind::reduce_scatter, "ring"},
+      {CollectiveKind::reduce_scatter, "shm"}, {CollectiveKind::barrier, "dissemination"},
       {CollectiveKind::barrier, "shm"},
   };
   for (std::size_t i = 0; i < std::size(first); ++i) {

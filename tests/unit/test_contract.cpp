@@ -43,8 +43,7 @@ TEST_CASE("signature digest: equal for equal calls, different for each differing
   }
 }
 
-TEST_CASE("signatures describe themselves; algorithms by name once a namer is set",
-          "[contract]") {
+TEST_CASE("signatures describe themselves; algorithms by name once a namer is set", "[contract]") {
   CallSignature s;
   s.seq = 4;
   s.count = 10;

@@ -23,9 +23,9 @@
 #include "base/core/config.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
+#include "collectives/shm/segment.hpp"
 #include "tools/launcher/guard.hpp"
 #include "tools/launcher/output.hpp"
-#include "collectives/shm/segment.hpp"
 
 extern char** environ;
 

@@ -29,9 +29,9 @@
 #include <thread>
 #include <vector>
 
-#include "include/chorus.h"
 #include "base/bootstrap/store.hpp"
 #include "base/core/config.hpp"
+#include "include/chorus.h"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"

@@ -54,8 +54,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "include/chorus.h"
 #include "base/bootstrap/store.hpp"
+#include "include/chorus.h"
 #include "transports/transport.hpp"
 #include "transports/ucx/ucx_wire.hpp"
 
