@@ -45,6 +45,15 @@ struct CollectiveContext {
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(team.member(peer), tag, sig, data);
   }
+  // Zero-byte messages that settle the verdict of a rank whose part of a
+  // call only sends (a broadcast root, a gather's senders): without one it
+  // would return success before any receiver could disagree. The
+  // confirmation comes from a rank that has received everything and carries
+  // the call's signature, so a peer in another call fails the signature
+  // check on one side or the other, and a failed receiver's notice reaches
+  // the sender before its verdict.
+  RequestPtr confirm(int peer) { return send(peer, {}); }
+  RequestPtr await_confirmation(int peer) { return recv(peer, {}); }
   void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin, sig); }
   void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin, sig); }
 };

@@ -5,6 +5,17 @@
  * plain query. Every call with a deadline takes timeout_ms: 0 means "use
  * CHORUS_TIMEOUT", a negative value is rejected (no wait is ever unbounded).
  * After an error, chorus_comm_last_error(comm) describes it in words.
+ *
+ * One verdict per call: a collective (or message) that fails on one rank fails
+ * on every rank taking part, with the same result code and the first failing
+ * rank's message (marked "reported by rank N" where it was passed on), and the
+ * communicator is then unusable everywhere. A peer that died, left (destroyed
+ * its communicator), aborted, disagreed about the call or passed a bad
+ * argument ends the others' wait at once, not at the deadline. That includes
+ * CHORUS_ERR_INVALID_ARGUMENT: the peers may already wait in the call that the
+ * refusing rank will never make, so a refused call fails the communicator.
+ * Errors found before a communicator is known (a NULL handle or out-pointer)
+ * concern nobody else and are only returned.
  */
 #ifndef CHORUS_H
 #define CHORUS_H
@@ -98,13 +109,32 @@ CHORUS_API chorus_result_t chorus_init(const chorus_init_config_t* config, choru
 CHORUS_API chorus_result_t chorus_comm_destroy(chorus_comm_t comm);
 /* Fails all outstanding and future operations on comm, locally and at peers. */
 CHORUS_API chorus_result_t chorus_comm_abort(chorus_comm_t comm, const char* reason);
+/* As chorus_comm_abort, with the result code (not CHORUS_SUCCESS) that the
+ * operations fail with here and at every peer: for a framework that refuses a
+ * call on one rank (its own argument checks) and must not leave the others
+ * waiting in it. Afterwards chorus_comm_last_error(comm) holds the message. */
+CHORUS_API chorus_result_t chorus_comm_fail(chorus_comm_t comm, chorus_result_t code,
+                                            const char* reason);
 CHORUS_API chorus_result_t chorus_comm_rank(chorus_comm_t comm, int* rank);
 CHORUS_API chorus_result_t chorus_comm_size(chorus_comm_t comm, int* size);
-/* The message of the last error on this thread for comm ("" if none). Valid until
- * the next call on comm from this thread. comm may be NULL (init errors). */
+/* The message of the last error of a call on comm made by this thread ("" if
+ * none, or if the last call on comm from this thread succeeded): kept per
+ * communicator and thread, so a call on another communicator leaves it as it
+ * is. Valid until the next call on comm from this thread. comm may be NULL
+ * (errors of chorus_init and of calls given no communicator). The errors of
+ * chorus_wait / chorus_test are the request's communicator's. */
 CHORUS_API const char* chorus_comm_last_error(chorus_comm_t comm);
 
-/* Blocking collectives. sendbuf == recvbuf means in place. */
+/* Blocking collectives. In place (no separate input), per collective:
+ *   allreduce: sendbuf == recvbuf
+ *   reduce_scatter: recvbuf == sendbuf + rank * recvcount (this rank's block
+ *     of the input receives the result)
+ *   broadcast: one buffer
+ *   allgather: sendbuf == recvbuf + rank * sendcount (this rank's block of
+ *     recvbuf already holds its input); sendbuf == recvbuf is in place only
+ *     on rank 0 and an overlap (CHORUS_ERR_INVALID_ARGUMENT) on the others
+ *   reduce, gather, scatter, allgatherv, reduce_scatterv: as stated at each.
+ * Any other overlap of the buffers is refused (CHORUS_ERR_INVALID_ARGUMENT). */
 CHORUS_API chorus_result_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
                                             size_t count, chorus_dtype_t dtype, chorus_op_t op,
                                             int64_t timeout_ms);
@@ -225,10 +255,15 @@ CHORUS_API chorus_result_t chorus_comm_split(chorus_comm_t comm, int color, int 
                                              chorus_comm_t* newcomm);
 
 /* Waits for completion; returns the operation's result. On CHORUS_ERR_TIMEOUT the
- * request stays valid and may be waited on again; otherwise it is freed and
- * *request set to NULL. */
+ * request stays valid and may be waited on again (the operation goes on); so it
+ * does when the arguments are refused (request NULL, timeout_ms negative).
+ * Otherwise it is freed and *request set to NULL. A request outliving its
+ * communicator gets its own result if it had finished when the communicator
+ * was destroyed (destroy waits for outstanding work), else
+ * CHORUS_ERR_INVALID_USAGE, and is freed either way. */
 CHORUS_API chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms);
-/* Sets *done. When done, returns the operation's result and frees the request. */
+/* Sets *done. When done, returns the operation's result and frees the request
+ * (a request whose communicator was destroyed is done). */
 CHORUS_API chorus_result_t chorus_test(chorus_request_t* request, int* done);
 
 #ifdef __cplusplus

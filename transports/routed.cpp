@@ -71,18 +71,23 @@ void RoutedTransport::check_failed() {
   } catch (const Error& e) {
     // The control channel saw a peer die or a rank abort: fail the data
     // transports' requests too (their peers learn it from the control channel).
-    for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->abort(e.what());
+    for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->fail(e.code(), e.what());
     throw;
   }
   for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->check_failed();
+}
+
+void RoutedTransport::check_peer(int peer) {
+  check_failed();
+  control().check_peer(peer);  // every peer says goodbye on the control channel
 }
 
 void RoutedTransport::close() {
   for (std::size_t i = transports_.size(); i-- > 0;) transports_[i]->close();
 }
 
-void RoutedTransport::abort(const std::string& reason) {
-  for (auto& t : transports_) t->abort(reason);
+void RoutedTransport::fail(chorus_result_t code, const std::string& message) {
+  for (auto& t : transports_) t->fail(code, message);
 }
 
 }  // namespace chorus

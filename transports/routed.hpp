@@ -32,8 +32,9 @@ class RoutedTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
+  void check_peer(int peer) override;
   void close() override;
-  void abort(const std::string& reason) override;
+  void fail(chorus_result_t code, const std::string& message) override;
 
  private:
   Transport& control() const { return *transports_.front(); }

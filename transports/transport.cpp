@@ -6,6 +6,10 @@
 
 namespace chorus {
 
+void Transport::abort(const std::string& reason) {
+  fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason));
+}
+
 namespace {
 
 // The first request not yet done (null when all are), and whether any failed.

@@ -22,6 +22,7 @@
 #include "base/core/completion.hpp"
 #include "base/core/contract.hpp"
 #include "base/core/deadline.hpp"
+#include "include/chorus.h"
 
 namespace chorus {
 
@@ -85,11 +86,25 @@ class Transport {
   // aborted), if any. Cheap: waits outside the transport (shared memory) call
   // it every few milliseconds to learn of a dead peer.
   virtual void check_failed() {}
+  // check_failed(), and throws CHORUS_ERR_PEER_FAILURE if `peer` has left
+  // (destroyed its last communicator: it will never send again). Waits that
+  // need a peer's part outside the transport (shared memory) ask this, since
+  // a peer leaving is not a failure of the transport: split communicators
+  // without that peer go on.
+  virtual void check_peer(int peer) {
+    (void)peer;
+    check_failed();
+  }
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
-  // Fails all requests here and tells peers to fail theirs with the reason.
-  virtual void abort(const std::string& reason) = 0;
+  // Fails all requests here, now and later, with `code` and `message` (the
+  // first failure wins), and tells the peers, which fail theirs with the same
+  // code and message (marked "reported by rank N"): every rank gets the
+  // verdict of the rank that failed first, not a generic "aborted".
+  virtual void fail(chorus_result_t code, const std::string& message) = 0;
+  // fail(CHORUS_ERR_ABORTED, "rank R aborted: reason").
+  void abort(const std::string& reason);
 };
 
 // The error text every transport uses when a message does not fit its

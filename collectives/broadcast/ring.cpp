@@ -36,9 +36,11 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
     return std::span<std::byte>(b + sg.offset * e, sg.count * e);
   };
 
+  const int last = (root + n - 1) % n;  // the chain's end, which confirms
   std::vector<RequestPtr> sends;
-  sends.reserve(pos.child >= 0 ? segs : 0);
+  sends.reserve(pos.child >= 0 ? segs + 1 : 1);
   if (pos.parent < 0) {
+    sends.push_back(ctx.await_confirmation(last));
     for (std::size_t k = 0; k < segs; ++k) sends.push_back(ctx.send(pos.child, bytes_of(k)));
     ctx.wait(sends);
     return;
@@ -61,13 +63,15 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
     while (checked < sends.size() && sends[checked]->done())
       sends[checked++]->completion().rethrow_if_failed();
   }
+  if (ctx.rank() == last) sends.push_back(ctx.confirm(root));
   ctx.wait(std::span<const RequestPtr>(sends).subspan(checked));
 }
 
-// A pipelined chain: n - 1 hops, the buffer crossing each link once.
+// A pipelined chain: n - 1 hops, the buffer crossing each link once, and the
+// confirmation's hop back to the root.
 double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
-  return (team.size() - 1) * m.alpha_us + static_cast<double>(bytes) * m.us_per_byte;
+  return team.size() * m.alpha_us + static_cast<double>(bytes) * m.us_per_byte;
 }
 
 extern const AlgorithmSpec ring_broadcast_spec{

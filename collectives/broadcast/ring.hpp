@@ -8,7 +8,10 @@
 // segment k from its parent straight into buf and forwards it to its child
 // (if any) at once, while segment k + 1 is arriving; a few receives are posted
 // ahead. With S segments the last rank has everything after about n - 1 + S
-// segment times, rather than (n - 1) * S without pipelining.
+// segment times, rather than (n - 1) * S without pipelining. The last rank
+// then confirms to the root (a zero-byte message), which returns only after
+// it: a root that only sent could not know that the others took part in the
+// same call.
 //
 // Bytes on the wire per rank: N * elem received (except the root) and sent
 // (except the last rank), in ceil(N / segment) messages (1 when N = 0).

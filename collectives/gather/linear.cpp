@@ -1,7 +1,9 @@
 // Linear gather: every rank sends its block straight to the root.
 //
 // Steps: one. The root posts a receive per rank straight into place (and
-// copies its own block unless in place); the others send.
+// copies its own block unless in place); the others send, and return once
+// the root confirms (a zero-byte message after it has every block): a rank
+// that only sent could not know that the root took part in the same call.
 //
 // Bytes on the wire: B per rank but the root; the root receives (n - 1) B,
 // which bounds any gather (a tree would forward the same bytes through more
@@ -22,7 +24,8 @@ void linear_gather(CollectiveContext& ctx, const CollectiveCall& c, const CallSh
   const std::size_t block = c.count * shape.elem;
   const auto* in = static_cast<const std::byte*>(c.send);
   if (me != c.root) {
-    ctx.wait(ctx.send(c.root, {in, block}));
+    const RequestPtr both[] = {ctx.await_confirmation(c.root), ctx.send(c.root, {in, block})};
+    ctx.wait(both);
     return;
   }
   auto* out = static_cast<std::byte*>(c.recv);
@@ -33,12 +36,16 @@ void linear_gather(CollectiveContext& ctx, const CollectiveCall& c, const CallSh
   std::byte* mine = out + static_cast<std::size_t>(me) * block;
   if (block && mine != in) std::memcpy(mine, in, block);
   ctx.wait(receives);
+  std::vector<RequestPtr> confirmations;
+  for (int r = 0; r < n; ++r)
+    if (r != me) confirmations.push_back(ctx.confirm(r));
+  ctx.wait(confirmations);
 }
 
 double linear_gather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+  return 2 * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
 }
 
 }  // namespace

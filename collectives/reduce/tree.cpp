@@ -7,12 +7,16 @@
 // Steps: ceil(log2 n) rounds. A rank receives its children's partials in
 // round order (smallest subtree first), combining each into its own
 // (partial = partial op child), then sends the partial to its parent. The
-// root's partial is the result (AVG divided by n once, at the root).
+// root's partial is the result (AVG divided by n once, at the root). The root
+// then confirms to every other rank (a zero-byte message), and they return
+// only after it: a rank whose part ends with a send could not know that the
+// root took part in the same call.
 //
 // Bytes on the wire: B per rank but the root (sent once), B per child
 // received; the root receives ceil(log2 n) times B. Against the ring reduce's
 // 2(n - 1) steps of B/n it wins while latency dominates.
 #include <cstring>
+#include <vector>
 
 #include "collectives/call.hpp"
 #include "collectives/common/scratch_slots.hpp"
@@ -45,14 +49,21 @@ void tree_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
   }
   if (root) {
     if (c.op == ReduceOp::avg && c.count) scale_for_avg(partial, c.count, c.dtype, n);
+    std::vector<RequestPtr> confirmations;
+    for (int r = 0; r < n; ++r)
+      if (r != me) confirmations.push_back(ctx.confirm(r));
+    ctx.wait(confirmations);
   } else {
-    ctx.wait(ctx.send(node.parent, {partial, bytes}));
+    const RequestPtr both[] = {ctx.await_confirmation(c.root),
+                               ctx.send(node.parent, {partial, bytes})};
+    ctx.wait(both);
   }
 }
 
 double tree_reduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double b = static_cast<double>(bytes);
-  return log2_ceil(team.size()) * (m.alpha_us + b * (m.us_per_byte + m.reduce_us_per_byte));
+  return m.alpha_us +  // the root's confirmation
+         log2_ceil(team.size()) * (m.alpha_us + b * (m.us_per_byte + m.reduce_us_per_byte));
 }
 
 }  // namespace

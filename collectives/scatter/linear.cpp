@@ -1,7 +1,10 @@
 // Linear scatter: the root sends every block straight to its rank.
 //
 // Steps: one. The root posts a send per rank (and copies its own block
-// unless in place); the others receive straight into their buffer.
+// unless in place); the others receive straight into their buffer and
+// confirm to the root (a zero-byte message), which returns after every
+// confirmation: a root that only sent could not know that the others took
+// part in the same call.
 //
 // Bytes on the wire: the root sends (n - 1) B, each other rank receives B.
 #include <cstring>
@@ -21,12 +24,16 @@ void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallS
   auto* out = static_cast<std::byte*>(c.recv);
   if (me != c.root) {
     ctx.wait(ctx.recv(c.root, {out, block}));
+    ctx.wait(ctx.confirm(c.root));
     return;
   }
   const auto* in = static_cast<const std::byte*>(c.send);
   std::vector<RequestPtr> sends;
   for (int r = 0; r < n; ++r)
-    if (r != me) sends.push_back(ctx.send(r, {in + static_cast<std::size_t>(r) * block, block}));
+    if (r != me) {
+      sends.push_back(ctx.await_confirmation(r));
+      sends.push_back(ctx.send(r, {in + static_cast<std::size_t>(r) * block, block}));
+    }
   const std::byte* mine = in + static_cast<std::size_t>(me) * block;
   if (block && mine != out) std::memcpy(out, mine, block);
   ctx.wait(sends);
@@ -35,7 +42,7 @@ void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallS
 double linear_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+  return 2 * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
 }
 
 }  // namespace

@@ -334,7 +334,11 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
     }
   }
   while (true) {
-    if (spec.control) spec.control->check_failed();
+    // A peer that died, aborted or left (destroyed its communicator) ends
+    // the wait at once: none of them will ever post its part.
+    if (spec.control)
+      for (int r = 0; r < layout_.ranks; ++r)
+        if (r != rank_) spec.control->check_peer(named(r));
     if (spec.call) check_announcements(*spec.call);
     if (spec.deadline.expired()) timed_out();
     const Watch w = watch();

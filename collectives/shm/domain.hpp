@@ -93,7 +93,7 @@ enum class Counter : int {
 inline constexpr int kCounterCount = 4;
 
 // What a wait needs besides the counters: when to give up, how long to spin,
-// and whom to ask whether a peer failed (its check_failed() throws IoError if
+// and whom to ask whether a peer failed (its check_peer() throws IoError if
 // one did). Built per call: nothing in it allocates or type-erases.
 struct WaitSpec {
   Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));

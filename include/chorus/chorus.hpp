@@ -292,8 +292,12 @@ class Communicator {
 
  private:
   explicit Communicator(chorus_comm_t c) : comm_(c) {}
-  static void require(bool ok, const char* message) {
-    if (!ok) throw Error(CHORUS_ERR_INVALID_ARGUMENT, message);
+  // A refused call fails the communicator on every rank, as the C API's own
+  // refusals do: the peers may already wait in the call.
+  void require(bool ok, const char* message) {
+    if (ok) return;
+    detail::check(chorus_comm_fail(comm_, CHORUS_ERR_INVALID_ARGUMENT, message), comm_);
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, chorus_comm_last_error(comm_));
   }
   chorus_comm_t comm_ = nullptr;
 };

@@ -31,11 +31,15 @@ struct CheckedHandle {
   uint64_t generation = 0;
 };
 thread_local CheckedHandle last_checked;
-thread_local std::string last_error_message;
+// This thread's last error per communicator handle (nullptr: none named).
+// Most threads never see an error: the map stays empty and a call's clearing
+// is one test.
+thread_local std::unordered_map<chorus_comm_t, std::string> last_errors;
 
 }  // namespace
 
 void register_comm(chorus_comm_t comm) {
+  clear_last_error(comm);  // a destroyed handle's address may come back
   std::lock_guard lock(live_mutex);
   live_comms().insert(comm);
 }
@@ -44,6 +48,11 @@ bool unregister_comm(chorus_comm_t comm) {
   std::lock_guard lock(live_mutex);
   live_generation.fetch_add(1, std::memory_order_acq_rel);
   return live_comms().erase(comm) > 0;
+}
+
+bool is_live(chorus_comm_t comm) {
+  std::lock_guard lock(live_mutex);
+  return comm && live_comms().count(comm) > 0;
 }
 
 Communicator& lookup(chorus_comm_t comm) {
@@ -59,14 +68,15 @@ Communicator& lookup(chorus_comm_t comm) {
   return *comm->comm;
 }
 
-void set_last_error(const std::string& message) {
-  last_error_message = message;
+void set_last_error(chorus_comm_t comm, const std::string& message) {
+  last_errors[comm] = message;
 }
-void clear_last_error() {
-  last_error_message.clear();
+void clear_last_error(chorus_comm_t comm) {
+  if (!last_errors.empty()) last_errors.erase(comm);
 }
-const char* last_error() {
-  return last_error_message.c_str();
+const char* last_error(chorus_comm_t comm) {
+  auto it = last_errors.find(comm);
+  return it == last_errors.end() ? "" : it->second.c_str();
 }
 
 }  // namespace chorus::api
@@ -77,6 +87,21 @@ using chorus::api::check_out;
 using chorus::api::deadline_from;
 using chorus::api::guarded;
 using chorus::api::lookup;
+
+// The communicator a request's errors are recorded for.
+chorus_comm_t owner_of(const chorus_request_t* request) {
+  return request && *request ? (*request)->owner : nullptr;
+}
+
+// A request whose communicator was destroyed: its result if it has one
+// (destroy waits for outstanding calls, bounded), else the usage error.
+void finish_orphan(chorus_request& r) {
+  chorus::Completion& c = r.message ? r.message->request->completion() : r.work->completion();
+  if (!c.done())
+    throw UsageError(CHORUS_ERR_INVALID_USAGE,
+                     "the request's communicator was destroyed before the request finished");
+  c.rethrow_if_failed();
+}
 
 }  // namespace
 
@@ -118,7 +143,7 @@ const char* chorus_result_string(chorus_result_t result) {
 }
 
 chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* comm) {
-  return guarded([&] {
+  return guarded(nullptr, [&] {
     check_out(comm, "comm");
     *comm = nullptr;
     check_out(config, "config");
@@ -127,7 +152,7 @@ chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* c
 }
 
 chorus_result_t chorus_init_from_env(chorus_comm_t* comm) {
-  return guarded([&] {
+  return guarded(nullptr, [&] {
     check_out(comm, "comm");
     *comm = nullptr;
     *comm = chorus::api::init_communicator(nullptr);
@@ -135,7 +160,7 @@ chorus_result_t chorus_init_from_env(chorus_comm_t* comm) {
 }
 
 chorus_result_t chorus_comm_destroy(chorus_comm_t comm) {
-  return guarded([&] {
+  return guarded(comm, [&] {
     if (!comm) return;
     if (!chorus::api::unregister_comm(comm))
       throw UsageError(CHORUS_ERR_INVALID_USAGE, "chorus_comm_destroy: handle is not live");
@@ -145,34 +170,56 @@ chorus_result_t chorus_comm_destroy(chorus_comm_t comm) {
 }
 
 chorus_result_t chorus_comm_abort(chorus_comm_t comm, const char* reason) {
-  return guarded([&] { lookup(comm).abort(reason ? reason : "chorus_comm_abort"); });
+  return guarded(comm, [&] { lookup(comm).abort(reason ? reason : "chorus_comm_abort"); });
+}
+
+chorus_result_t chorus_comm_fail(chorus_comm_t comm, chorus_result_t code, const char* reason) {
+  std::string message;
+  chorus_result_t rc = guarded(comm, [&] {
+    if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_)
+      throw UsageError(
+          fmt::format("chorus_comm_fail: {} is not an error code", static_cast<int>(code)));
+    auto& c = lookup(comm);
+    message = fmt::format("rank {}: {}", c.rank(), reason ? reason : "chorus_comm_fail");
+    c.fail(code, message);
+  });
+  if (rc == CHORUS_SUCCESS) chorus::api::set_last_error(comm, message);
+  return rc;
 }
 
 chorus_result_t chorus_comm_rank(chorus_comm_t comm, int* rank) {
-  return guarded([&] {
+  return guarded(comm, [&] {
     check_out(rank, "rank");
     *rank = lookup(comm).rank();
   });
 }
 
 chorus_result_t chorus_comm_size(chorus_comm_t comm, int* size) {
-  return guarded([&] {
+  return guarded(comm, [&] {
     check_out(size, "size");
     *size = lookup(comm).size();
   });
 }
 
-const char* chorus_comm_last_error(chorus_comm_t) {
-  return chorus::api::last_error();
+const char* chorus_comm_last_error(chorus_comm_t comm) {
+  return chorus::api::last_error(comm);
 }
 
 chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
   bool finished = false;
-  chorus_result_t result = guarded([&] {
+  chorus_result_t result = guarded(owner_of(request), [&] {
     check_out(request, "request");
     check_out(*request, "*request");
     chorus_request& r = **request;
     if (timeout_ms < 0) throw UsageError("timeout_ms is negative (0 means CHORUS_TIMEOUT)");
+    // From here on every result but a timeout frees the request.
+    finished = true;
+    if (!chorus::api::is_live(r.owner)) {
+      // Destroying the communicator finished (or failed) everything it had.
+      finish_orphan(r);
+      return;
+    }
+    finished = false;
     Deadline deadline =
         timeout_ms == 0 ? lookup(r.owner).default_deadline() : Deadline::after_ms(timeout_ms);
     if (r.message) {
@@ -208,11 +255,17 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
 
 chorus_result_t chorus_test(chorus_request_t* request, int* done) {
   bool finished = false;
-  chorus_result_t result = guarded([&] {
+  chorus_result_t result = guarded(owner_of(request), [&] {
     check_out(request, "request");
     check_out(*request, "*request");
     check_out(done, "done");
     chorus_request& r = **request;
+    if (!chorus::api::is_live(r.owner)) {
+      *done = 1;
+      finished = true;
+      finish_orphan(r);
+      return;
+    }
     if (r.message) {
       *done = r.message->request->done() ? 1 : 0;
       if (!*done) return;

@@ -41,23 +41,40 @@ CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, size
   return call;
 }
 
+// Runs a call on a live communicator. A call refused for its arguments
+// (CHORUS_ERR_INVALID_ARGUMENT) fails the communicator here and at every
+// peer with that code and message: the peers may already wait in the call
+// this rank will never make, and every rank must reach the same verdict.
+template <typename Body>
+void on_comm(chorus_comm_t handle, Body&& body) {
+  auto& comm = lookup(handle);
+  try {
+    body(comm);
+  } catch (const UsageError& e) {
+    if (e.code() != CHORUS_ERR_INVALID_ARGUMENT) throw;
+    const std::string message = fmt::format("rank {}: {}", comm.rank(), e.what());
+    comm.fail(CHORUS_ERR_INVALID_ARGUMENT, message);
+    throw UsageError(CHORUS_ERR_INVALID_ARGUMENT, message);
+  }
+}
+
 // Runs make_call inside guarded too: a bad dtype or op is an error code.
 template <typename Make>
 chorus_result_t blocking(chorus_comm_t comm, int64_t timeout_ms, Make&& make) {
-  return guarded([&] {
-    auto& c = lookup(comm);
-    c.run(make(), deadline_from(c, timeout_ms));
+  return guarded(comm, [&] {
+    on_comm(comm, [&](chorus::Communicator& c) { c.run(make(), deadline_from(c, timeout_ms)); });
   });
 }
 
 chorus_result_t start(chorus_comm_t handle, chorus_request_t* request,
                       const std::function<chorus::WorkPtr(chorus::Communicator&)>& submit) {
-  return guarded([&] {
+  return guarded(handle, [&] {
     check_out(request, "request");
     *request = nullptr;
-    auto& comm = lookup(handle);
-    auto work = submit(comm);
-    *request = new chorus_request{std::move(work), std::nullopt, handle, comm.config().spin_us};
+    on_comm(handle, [&](chorus::Communicator& comm) {
+      auto work = submit(comm);
+      *request = new chorus_request{std::move(work), std::nullopt, handle, comm.config().spin_us};
+    });
   });
 }
 
@@ -68,12 +85,13 @@ chorus_result_t nonblocking(chorus_comm_t comm, chorus_request_t* request, Make&
 
 chorus_result_t start_message(chorus_comm_t handle, chorus_request_t* request,
                               const std::function<chorus::Message(chorus::Communicator&)>& post) {
-  return guarded([&] {
+  return guarded(handle, [&] {
     check_out(request, "request");
     *request = nullptr;
-    auto& comm = lookup(handle);
-    auto message = post(comm);
-    *request = new chorus_request{nullptr, std::move(message), handle, comm.config().spin_us};
+    on_comm(handle, [&](chorus::Communicator& comm) {
+      auto message = post(comm);
+      *request = new chorus_request{nullptr, std::move(message), handle, comm.config().spin_us};
+    });
   });
 }
 
@@ -265,17 +283,19 @@ chorus_result_t chorus_ireduce_scatterv(chorus_comm_t comm, const void* sendbuf,
 
 chorus_result_t chorus_send(chorus_comm_t comm, const void* buf, size_t count, chorus_dtype_t dtype,
                             int peer, int tag, int64_t timeout_ms) {
-  return guarded([&] {
-    auto& c = lookup(comm);
-    c.send(buf, count, to_dtype(dtype, "send"), peer, tag, deadline_from(c, timeout_ms));
+  return guarded(comm, [&] {
+    on_comm(comm, [&](chorus::Communicator& c) {
+      c.send(buf, count, to_dtype(dtype, "send"), peer, tag, deadline_from(c, timeout_ms));
+    });
   });
 }
 
 chorus_result_t chorus_recv(chorus_comm_t comm, void* buf, size_t count, chorus_dtype_t dtype,
                             int peer, int tag, int64_t timeout_ms) {
-  return guarded([&] {
-    auto& c = lookup(comm);
-    c.recv(buf, count, to_dtype(dtype, "recv"), peer, tag, deadline_from(c, timeout_ms));
+  return guarded(comm, [&] {
+    on_comm(comm, [&](chorus::Communicator& c) {
+      c.recv(buf, count, to_dtype(dtype, "recv"), peer, tag, deadline_from(c, timeout_ms));
+    });
   });
 }
 
@@ -294,7 +314,7 @@ chorus_result_t chorus_irecv(chorus_comm_t comm, void* buf, size_t count, chorus
 }
 
 chorus_result_t chorus_comm_split(chorus_comm_t comm, int color, int key, chorus_comm_t* newcomm) {
-  return guarded([&] {
+  return guarded(comm, [&] {
     check_out(newcomm, "newcomm");
     *newcomm = nullptr;
     auto& c = lookup(comm);

@@ -28,14 +28,18 @@ namespace chorus::api {
 void register_comm(chorus_comm_t comm);
 bool unregister_comm(chorus_comm_t comm);
 chorus::Communicator& lookup(chorus_comm_t comm);  // throws UsageError
+bool is_live(chorus_comm_t comm);
 
-void set_last_error(const std::string& message);
-void clear_last_error();
-const char* last_error();
+// The last error per communicator and thread (chorus_comm_last_error); comm
+// NULL for errors that concern no communicator (init, a NULL handle).
+void set_last_error(chorus_comm_t comm, const std::string& message);
+void clear_last_error(chorus_comm_t comm);
+const char* last_error(chorus_comm_t comm);
 
-// Runs fn, mapping every exception to a result code and recording its message.
+// Runs fn, mapping every exception to a result code and recording its
+// message as comm's last error on this thread.
 template <typename Fn>
-chorus_result_t guarded(Fn&& fn) noexcept;
+chorus_result_t guarded(chorus_comm_t comm, Fn&& fn) noexcept;
 
 chorus_comm_t init_communicator(const chorus_init_config_t* config);  // init.cpp
 

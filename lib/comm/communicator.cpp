@@ -143,7 +143,7 @@ void Communicator::wait_for_turn(CallSignature& sig, const Deadline& deadline) {
   std::string message = fmt::format("rank {}: {} timed out waiting for earlier calls to finish",
                                     rank(), describe(sig));
   lock.unlock();
-  abort(message);
+  fail(CHORUS_ERR_TIMEOUT, message);
   // A stand-in goes to the worker (queue kept in sequence order) so that the
   // turn still advances past this call; aborted, it fails at once.
   lock.lock();
@@ -236,7 +236,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return nullptr;
   } catch (const Error& e) {
     log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
-    abort(e.what());
+    fail(e.code(), e.what());
     const std::string message = with_local_ranks(e.what());
     if (dynamic_cast<const IoError*>(&e)) return io_error(e.code(), message);
     if (dynamic_cast<const UsageError*>(&e))
@@ -244,7 +244,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return std::make_exception_ptr(InvariantError(message));
   } catch (const std::exception& e) {
     std::string message = fmt::format("{} failed: {}", describe(sig), e.what());
-    abort(message);
+    fail(CHORUS_ERR_INTERNAL, message);
     return std::make_exception_ptr(InvariantError(message));
   }
 }
@@ -265,12 +265,17 @@ std::size_t Communicator::segment_bytes_for(std::size_t bytes) const {
 }
 
 void Communicator::abort(const std::string& reason) {
+  fail(CHORUS_ERR_ABORTED,
+       fmt::format("rank {} aborted: {}", rank(), reason.empty() ? "aborted by the user" : reason));
+}
+
+void Communicator::fail(chorus_result_t code, const std::string& message) {
   {
     std::lock_guard lock(mu_);
-    if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "aborted by the user" : reason;
+    if (abort_reason_.empty()) abort_reason_ = message;
     aborted_.store(true, std::memory_order_release);
   }
-  link_->transport->abort(reason);
+  link_->transport->fail(code, message);
 }
 
 void Communicator::destroy() {
@@ -286,7 +291,9 @@ void Communicator::destroy() {
     if (turn_cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout &&
         executed_seq_.load() + 1 != next_seq_.load()) {
       lock.unlock();
-      abort("destroyed while collectives were still outstanding");
+      fail(CHORUS_ERR_TIMEOUT,
+           fmt::format("rank {}: destroyed while collectives were still outstanding after {} s",
+                       rank(), config_.timeout_s));
       lock.lock();
       break;
     }

@@ -146,8 +146,11 @@ class Communicator {
   void run_queued_until(const Work& work);
 
   // Fails outstanding and later work here and at the peers. The connections
-  // are shared with split relatives, which fail too.
+  // are shared with split relatives, which fail too. abort: the user's
+  // (CHORUS_ERR_ABORTED, "rank R aborted: reason"); fail: a call's failure,
+  // whose code and message every peer's call then fails with.
   void abort(const std::string& reason);
+  void fail(chorus_result_t code, const std::string& message);
   // Waits for outstanding work (bounded), stops the worker; the last
   // communicator of a link says goodbye to the peers. Later calls fail with
   // CHORUS_ERR_INVALID_USAGE.

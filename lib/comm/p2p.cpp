@@ -57,7 +57,7 @@ void Communicator::fail_p2p(const std::exception_ptr& error, const CallSignature
     logger("comm").error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
     // A receive left posted could land in a buffer its owner reuses: the
     // transport must let go of it, which aborting does.
-    abort(e.what());
+    fail(e.code(), e.what());
     const std::string message = with_local_ranks(e.what());
     if (dynamic_cast<const IoError*>(&e)) throw IoError(e.code(), message);
     throw;

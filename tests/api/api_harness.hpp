@@ -56,6 +56,17 @@ inline void wait_for(const std::atomic<bool>& flag) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+// Returns once `count` thread ranks have arrived (bounded: 60 s). Outside the
+// library: a test uses it where no rank may go on before every rank has
+// finished its previous call (a refusal fails calls that peers are still
+// finishing, a known gap).
+inline void all_arrive(std::atomic<int>& arrived, int count) {
+  arrived.fetch_add(1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (arrived.load() < count && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 inline bool all_zero(const std::vector<int>& v) {
   return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
 }

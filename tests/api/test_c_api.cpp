@@ -213,36 +213,160 @@ TEST_CASE("c api: a wait that times out leaves the request valid") {
   CHECK(all_zero(results));
 }
 
-TEST_CASE("c api: bad input is refused without breaking the communicator") {
+namespace {
+
+// A call that rank 0 makes with one bad argument while rank 1 makes the valid
+// call it stands for (30 s deadline). Both must fail with
+// CHORUS_ERR_INVALID_ARGUMENT, rank 1 at once (not at its deadline), with a
+// message that names rank 0 and contains `keyword`; the communicator is then
+// failed on both (a later call: CHORUS_ERR_ABORTED).
+struct BadCall {
+  const char* name;
+  const char* keyword;
+  std::function<chorus_result_t(chorus_comm_t, float*)> bad, good;
+};
+
+chorus_result_t allreduce8(chorus_comm_t comm, float* buf) {
+  return chorus_allreduce(comm, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, 30000);
+}
+
+}  // namespace
+
+TEST_CASE("c api: a call refused for its arguments fails it on every rank, at once") {
+  const std::vector<BadCall> cases = {
+      {"null sendbuf", "NULL",
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, nullptr, b, 8, CHORUS_FLOAT32, CHORUS_SUM, 30000);
+       },
+       allreduce8},
+      {"unknown dtype", "dtype",
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, b, b, 8, static_cast<chorus_dtype_t>(99), CHORUS_SUM, 30000);
+       },
+       allreduce8},
+      {"unknown op", "op",
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, b, b, 8, CHORUS_FLOAT32, static_cast<chorus_op_t>(42), 30000);
+       },
+       allreduce8},
+      {"partial overlap", "overlap",
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, b, b + 1, 4, CHORUS_FLOAT32, CHORUS_SUM, 30000);
+       },
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, b, b, 4, CHORUS_FLOAT32, CHORUS_SUM, 30000);
+       }},
+      {"no such root", "root",
+       [](chorus_comm_t c, float* b) {
+         return chorus_broadcast(c, b, 8, CHORUS_FLOAT32, 2, 30000);
+       },
+       [](chorus_comm_t c, float* b) {
+         return chorus_broadcast(c, b, 8, CHORUS_FLOAT32, 0, 30000);
+       }},
+      {"negative timeout", "negative",
+       [](chorus_comm_t c, float* b) {
+         return chorus_allreduce(c, b, b, 8, CHORUS_FLOAT32, CHORUS_SUM, -5);
+       },
+       allreduce8},
+      {"non-blocking, null recvbuf", "NULL",
+       [](chorus_comm_t c, float* b) {
+         chorus_request_t req = nullptr;
+         return chorus_iallreduce(c, b, nullptr, 8, CHORUS_FLOAT32, CHORUS_SUM, &req);
+       },
+       [](chorus_comm_t c, float* b) {
+         chorus_request_t req = nullptr;
+         chorus_result_t rc = chorus_iallreduce(c, b, b, 8, CHORUS_FLOAT32, CHORUS_SUM, &req);
+         return rc ? rc : chorus_wait(&req, 30000);
+       }},
+  };
+  for (const auto& bad : cases) {
+    INFO(bad.name);
+    std::vector<std::string> messages(2);
+    std::vector<double> seconds(2);
+    auto results = run(2, [&](int rank, chorus_comm_t comm) {
+      float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+      const auto t0 = std::chrono::steady_clock::now();
+      const chorus_result_t rc = rank == 0 ? bad.bad(comm, buf) : bad.good(comm, buf);
+      seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      messages[rank] = chorus_comm_last_error(comm);
+      if (rc != CHORUS_ERR_INVALID_ARGUMENT) return 1;
+      if (chorus_barrier(comm, 30000) != CHORUS_ERR_ABORTED) return 2;
+      return 0;
+    });
+    INFO("rank 0: " << messages[0] << "\nrank 1: " << messages[1]);
+    CHECK(results == std::vector<int>{0, 0});
+    for (const auto& m : messages) {
+      CHECK(m.find("rank 0") != std::string::npos);
+      CHECK(m.find(bad.keyword) != std::string::npos);
+    }
+    CHECK(seconds[1] < 10.0);
+  }
+}
+
+TEST_CASE("c api: errors before a communicator is known concern nobody else") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
     float buf[8] = {};
-    if (chorus_allreduce(comm, nullptr, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 1;
-    if (std::strstr(chorus_comm_last_error(comm), "NULL") == nullptr) return 2;
-    if (chorus_allreduce(comm, buf, buf, 8, static_cast<chorus_dtype_t>(99), CHORUS_SUM, 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 3;
-    if (chorus_allreduce(comm, buf, buf, 8, CHORUS_FLOAT32, static_cast<chorus_op_t>(42), 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 4;
-    if (chorus_allreduce(comm, buf, buf + 1, 4, CHORUS_FLOAT32, CHORUS_SUM, 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 5;  // partial overlap
-    if (chorus_broadcast(comm, buf, 8, CHORUS_FLOAT32, 2, 0) != CHORUS_ERR_INVALID_ARGUMENT)
-      return 6;  // no rank 2
-    if (chorus_allreduce(comm, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, -5) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 7;
     if (chorus_allreduce(nullptr, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, 0) == CHORUS_SUCCESS)
-      return 8;
-    // None of that took a sequence number: a real call still matches up.
+      return 1;
+    if (chorus_iallreduce(comm, buf, buf, 8, CHORUS_FLOAT32, CHORUS_SUM, nullptr) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 2;  // no request out-pointer: refused before any call is made
+    // Zero-count calls with NULL buffers are fine.
+    if (chorus_allreduce(comm, nullptr, nullptr, 0, CHORUS_FLOAT32, CHORUS_SUM, 0)) return 3;
     buf[0] = float(rank + 1);
     if (chorus_allreduce(comm, buf, buf, 1, CHORUS_FLOAT32, CHORUS_SUM, 0) != CHORUS_SUCCESS ||
         buf[0] != 3.0f)
-      return 9;
-    // Zero-count calls with NULL buffers are fine.
-    if (chorus_allreduce(comm, nullptr, nullptr, 0, CHORUS_FLOAT32, CHORUS_SUM, 0)) return 10;
+      return 4;
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: the last error is kept per communicator") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    chorus_comm_t child = nullptr;
+    if (chorus_comm_split(comm, 0, rank, &child) || !child) return 1;
+    // An error on comm (a bad dtype; it fails comm on both ranks), then a
+    // successful call on the child: comm's message stays, the child's is "".
+    float x = 1;
+    if (chorus_allreduce(comm, &x, &x, 1, static_cast<chorus_dtype_t>(77), CHORUS_SUM, 0) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 2;
+    const std::string failed_message = chorus_comm_last_error(comm);
+    if (failed_message.find("dtype 77") == std::string::npos) return 3;
+    int size = 0;
+    if (chorus_comm_size(child, &size) != CHORUS_SUCCESS || size != 2) return 4;
+    if (failed_message != chorus_comm_last_error(comm)) return 5;
+    if (std::strlen(chorus_comm_last_error(child)) != 0) return 6;
+    // A call on the child (failed with comm: they share connections) has its
+    // own message; comm's is still the first one.
+    if (chorus_barrier(child, 0) == CHORUS_SUCCESS) return 7;
+    if (std::strlen(chorus_comm_last_error(child)) == 0) return 8;
+    if (failed_message != chorus_comm_last_error(comm)) return 9;
+    // Another thread has messages of its own.
+    std::string other_thread = "unset";
+    std::thread([&] { other_thread = chorus_comm_last_error(comm); }).join();
+    if (!other_thread.empty()) return 10;
+    return chorus_comm_destroy(child) == CHORUS_SUCCESS ? 0 : 11;
+  });
+  CHECK(all_zero(results));
+}
+
+TEST_CASE("c api: a request outliving its communicator is finished and freed by wait") {
+  auto results = run(2, [](int rank, chorus_comm_t comm) {
+    chorus_comm_t child = nullptr;
+    if (chorus_comm_split(comm, 0, rank, &child) || !child) return 1;
+    int32_t x = rank + 1, y = 10 * (rank + 1);
+    chorus_request_t first = nullptr, second = nullptr;
+    if (chorus_iallreduce(child, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &first)) return 2;
+    if (chorus_iallreduce(child, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, &second)) return 3;
+    // Destroy waits for both; wait and test then report their results and
+    // free them (LeakSanitizer checks the freeing in the sanitized build).
+    if (chorus_comm_destroy(child) != CHORUS_SUCCESS) return 4;
+    if (chorus_wait(&first, 0) != CHORUS_SUCCESS || first != nullptr || x != 3) return 5;
+    int done = 0;
+    if (chorus_test(&second, &done) != CHORUS_SUCCESS || !done || second != nullptr || y != 30)
+      return 6;
     return 0;
   });
   CHECK(all_zero(results));

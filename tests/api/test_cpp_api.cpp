@@ -12,6 +12,7 @@ TEST_CASE("c++ api: reduce, gather, scatter, alltoall, v-variants, messages and 
   const int n = 3;
   chorus::TcpStoreServer server(chorus::test::kToken);
   std::vector<int> results(n, -1);
+  std::atomic<int> arrived{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -50,14 +51,20 @@ TEST_CASE("c++ api: reduce, gather, scatter, alltoall, v-variants, messages and 
         if ((r == 2) != !child.has_value()) throw std::runtime_error("split");
         if (child && child->rank() != 1 - r) throw std::runtime_error("split order");
         if (child) child->barrier();
-        try {  // refused on every rank before any call: the ranks stay in step
+        chorus::test::all_arrive(arrived, n);
+        try {  // refused on every rank, which fails the communicator everywhere
           std::vector<int32_t> wrong(4);
           comm.alltoall<int32_t>(wrong, wrong);
           throw std::runtime_error("an alltoall of 4 elements on 3 ranks was accepted");
         } catch (const chorus::Error& e) {
           if (e.code() != CHORUS_ERR_INVALID_ARGUMENT) throw;
         }
-        comm.barrier();
+        try {
+          comm.barrier();
+          throw std::runtime_error("a barrier after a refused call succeeded");
+        } catch (const chorus::Error& e) {
+          if (e.code() != CHORUS_ERR_ABORTED) throw;
+        }
         results[r] = 0;
       } catch (const std::exception& e) {
         UNSCOPED_INFO("rank " << r << ": " << e.what());

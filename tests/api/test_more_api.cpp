@@ -4,7 +4,9 @@
 // messages, and chorus_comm_split.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,7 @@ int64_t value(int rank, std::size_t i) {
 
 // Every newer collective, results checked in full; returns 0 or a code
 // naming the first failure.
-int newer_collectives(int rank, chorus_comm_t comm, int n) {
+int newer_collectives(int rank, chorus_comm_t comm, int n, std::atomic<int>& finished) {
   const std::size_t count = 1001;
   const int root = n - 1;
   // reduce (blocking and not)
@@ -94,7 +96,9 @@ int newer_collectives(int rank, chorus_comm_t comm, int n) {
   std::size_t offset = std::size_t(rank) * (std::size_t(rank) + 1) / 2;
   for (std::size_t k = 0; k < rs_out.size(); ++k)
     if (rs_out[k] != float(n) * float(offset + k) + float(n * (n - 1) / 2)) return 15;
-  // Bad arguments are refused with a message, without a sequence number.
+  // Bad arguments are refused with a message; the communicator is then
+  // failed on every rank.
+  chorus::test::all_arrive(finished, n);
   if (chorus_gather(comm, in.data(), nullptr, count, CHORUS_INT64, n, 0) !=
       CHORUS_ERR_INVALID_ARGUMENT)
     return 16;
@@ -102,7 +106,7 @@ int newer_collectives(int rank, chorus_comm_t comm, int n) {
   if (chorus_allgatherv(comm, v_in.data(), v_out.data(), nullptr, CHORUS_FLOAT32, 0) !=
       CHORUS_ERR_INVALID_ARGUMENT)
     return 18;
-  return chorus_barrier(comm, 0) ? 19 : 0;
+  return chorus_barrier(comm, 0) == CHORUS_ERR_ABORTED ? 0 : 19;
 }
 
 }  // namespace
@@ -110,9 +114,13 @@ int newer_collectives(int rank, chorus_comm_t comm, int n) {
 TEST_CASE("c api: reduce, gather, scatter, alltoall and the v-variants", "[api]") {
   for (const char* transport : transports()) {
     for (int n : {1, 2, 3, 4}) {
+      std::atomic<int> finished{0};
       INFO("ranks " << n << " transport " << (transport ? transport : "default"));
       auto results = run(
-          n, [n](int rank, chorus_comm_t comm) { return newer_collectives(rank, comm, n); },
+          n,
+          [n, &finished](int rank, chorus_comm_t comm) {
+            return newer_collectives(rank, comm, n, finished);
+          },
           transport);
       CHECK(all_zero(results));
     }
@@ -178,17 +186,42 @@ TEST_CASE("c api: many messages on several tags arrive in order per (peer, tag)"
   }
 }
 
-TEST_CASE("c api: point-to-point refusals, mismatches and deadlines", "[api][p2p]") {
+TEST_CASE("c api: a refused message fails the peer waiting for it, at once", "[api][p2p]") {
+  using Refused = std::function<chorus_result_t(chorus_comm_t, int32_t*)>;
+  const std::vector<std::pair<const char*, Refused>> cases = {
+      {"to itself",
+       [](chorus_comm_t c, int32_t* b) { return chorus_send(c, b, 8, CHORUS_INT32, 0, 0, 0); }},
+      {"tag",
+       [](chorus_comm_t c, int32_t* b) {
+         return chorus_send(c, b, 8, CHORUS_INT32, 1, CHORUS_TAG_MAX + 1, 0);
+       }},
+      {"peer 5",
+       [](chorus_comm_t c, int32_t* b) { return chorus_send(c, b, 8, CHORUS_INT32, 5, 0, 0); }},
+      {"NULL",
+       [](chorus_comm_t c, int32_t*) { return chorus_send(c, nullptr, 8, CHORUS_INT32, 1, 0, 0); }},
+  };
+  for (const auto& [keyword, refused] : cases) {
+    INFO(keyword);
+    double waited = -1;
+    std::string message;
+    auto results = run(2, [&](int rank, chorus_comm_t comm) {
+      int32_t buf[8] = {};
+      if (rank == 0) return refused(comm, buf) == CHORUS_ERR_INVALID_ARGUMENT ? 0 : 1;
+      const auto t0 = std::chrono::steady_clock::now();
+      const chorus_result_t rc = chorus_recv(comm, buf, 8, CHORUS_INT32, 0, 0, 30000);
+      waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      message = chorus_comm_last_error(comm);
+      return rc == CHORUS_ERR_INVALID_ARGUMENT ? 0 : 2;
+    });
+    INFO(message);
+    CHECK(all_zero(results));
+    CHECK(message.find(keyword) != std::string::npos);
+    CHECK(waited < 10.0);
+  }
+}
+
+TEST_CASE("c api: point-to-point mismatches and deadlines", "[api][p2p]") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
-    int32_t buf[8] = {};
-    if (chorus_send(comm, buf, 8, CHORUS_INT32, rank, 0, 0) != CHORUS_ERR_INVALID_ARGUMENT)
-      return 1;  // to itself
-    if (chorus_send(comm, buf, 8, CHORUS_INT32, 1 - rank, CHORUS_TAG_MAX + 1, 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
-      return 2;
-    if (chorus_send(comm, buf, 8, CHORUS_INT32, 5, 0, 0) != CHORUS_ERR_INVALID_ARGUMENT) return 3;
-    if (chorus_recv(comm, nullptr, 8, CHORUS_INT32, 1 - rank, 0, 0) != CHORUS_ERR_INVALID_ARGUMENT)
-      return 4;
     // A blocking exchange in both directions (rank 0 sends first).
     int32_t mine[4] = {rank, rank + 10, rank + 20, rank + 30}, theirs[4] = {};
     if (rank == 0) {

@@ -36,7 +36,7 @@ struct Channel {
   std::deque<InprocPtr> recvs;  // posted by dst, waiting for a send
 };
 
-void fail(const InprocPtr& r, chorus_result_t code, const std::string& message) {
+void fail_request(const InprocPtr& r, chorus_result_t code, const std::string& message) {
   r->completion().fail(io_error(code, message));
 }
 
@@ -47,6 +47,7 @@ struct InprocFabric::State {
   std::map<std::tuple<int, int, uint32_t>, Channel> channels;  // (src, dst, tag)
   std::vector<bool> closed;
   bool aborted = false;
+  chorus_result_t abort_code = CHORUS_ERR_ABORTED;
   std::string abort_message;
   // Copies in progress into or out of each rank's buffers (counted at match
   // time under the mutex, released after the copy without it).
@@ -64,14 +65,14 @@ struct InprocFabric::State {
     if (!(ss == rs)) {
       std::string message = fmt::format("rank {} called {} but rank {} called {}", send->src(),
                                         describe(ss), recv->dst(), describe(rs));
-      fail(recv, CHORUS_ERR_MISMATCH, message);
-      fail(send, CHORUS_ERR_MISMATCH, message);
+      fail_request(recv, CHORUS_ERR_MISMATCH, message);
+      fail_request(send, CHORUS_ERR_MISMATCH, message);
     } else if (send->send_data.size() != recv->recv_data.size()) {
       std::string message =
           fmt::format("rank {} sent {} bytes but rank {} expected {} bytes for {}", send->src(),
                       send->send_data.size(), recv->dst(), recv->recv_data.size(), describe(rs));
-      fail(recv, CHORUS_ERR_MISMATCH, message);
-      fail(send, CHORUS_ERR_MISMATCH, message);
+      fail_request(recv, CHORUS_ERR_MISMATCH, message);
+      fail_request(send, CHORUS_ERR_MISMATCH, message);
     } else {
       if (!send->send_data.empty())
         std::memcpy(recv->recv_data.data(), send->send_data.data(), send->send_data.size());
@@ -86,15 +87,15 @@ struct InprocFabric::State {
   bool refuse(const InprocPtr& r, int self) {
     const int peer = r->peer();
     if (aborted) {
-      fail(r, CHORUS_ERR_ABORTED, abort_message);
+      fail_request(r, abort_code, abort_message);
     } else if (closed[static_cast<std::size_t>(self)]) {
-      fail(r, CHORUS_ERR_INVALID_USAGE,
-           fmt::format("rank {}: inproc transport used after close ({} rank {})", self,
-                       r->is_send() ? "send to" : "receive from", peer));
+      fail_request(r, CHORUS_ERR_INVALID_USAGE,
+                   fmt::format("rank {}: inproc transport used after close ({} rank {})", self,
+                               r->is_send() ? "send to" : "receive from", peer));
     } else if (closed[static_cast<std::size_t>(peer)]) {
-      fail(r, CHORUS_ERR_PEER_FAILURE,
-           fmt::format("rank {}: peer rank {} has closed its connection ({} rank {})", self, peer,
-                       r->is_send() ? "send to" : "receive from", peer));
+      fail_request(r, CHORUS_ERR_PEER_FAILURE,
+                   fmt::format("rank {}: peer rank {} has closed its connection ({} rank {})", self,
+                               peer, r->is_send() ? "send to" : "receive from", peer));
     } else {
       return false;
     }
@@ -113,15 +114,16 @@ std::shared_ptr<InprocFabric> make_inproc_fabric(int size) {
   return std::make_shared<InprocFabric>(size);
 }
 
-void InprocFabric::abort(int by_rank, const std::string& reason) {
+void InprocFabric::fail_all(chorus_result_t code, const std::string& message) {
   std::lock_guard lock(state_->mutex);
   if (state_->aborted) return;
   state_->aborted = true;
-  state_->abort_message = fmt::format("rank {} aborted: {}", by_rank, reason);
+  state_->abort_code = code;
+  state_->abort_message = message;
   // One exception object per request: requests are waited on by different threads.
   for (auto& [key, channel] : state_->channels) {
-    for (auto& r : channel.sends) fail(r, CHORUS_ERR_ABORTED, state_->abort_message);
-    for (auto& r : channel.recvs) fail(r, CHORUS_ERR_ABORTED, state_->abort_message);
+    for (auto& r : channel.sends) fail_request(r, code, state_->abort_message);
+    for (auto& r : channel.recvs) fail_request(r, code, state_->abort_message);
     channel.sends.clear();
     channel.recvs.clear();
   }
@@ -202,15 +204,15 @@ void InprocTransport::close() {
     for (auto& [key, ch] : st.channels) {
       const auto& [src, dst, tag] = key;
       if (src == rank_) {  // our sends, and others' receives from us
-        for (auto& r : ch.sends) fail(r, CHORUS_ERR_INVALID_USAGE, own);
+        for (auto& r : ch.sends) fail_request(r, CHORUS_ERR_INVALID_USAGE, own);
         for (auto& r : ch.recvs)
-          fail(r, CHORUS_ERR_PEER_FAILURE, fmt::format("rank {}: {}", dst, peer));
+          fail_request(r, CHORUS_ERR_PEER_FAILURE, fmt::format("rank {}: {}", dst, peer));
         ch.sends.clear();
         ch.recvs.clear();
       } else if (dst == rank_) {  // our receives, and others' sends to us
-        for (auto& r : ch.recvs) fail(r, CHORUS_ERR_INVALID_USAGE, own);
+        for (auto& r : ch.recvs) fail_request(r, CHORUS_ERR_INVALID_USAGE, own);
         for (auto& r : ch.sends)
-          fail(r, CHORUS_ERR_PEER_FAILURE, fmt::format("rank {}: {}", src, peer));
+          fail_request(r, CHORUS_ERR_PEER_FAILURE, fmt::format("rank {}: {}", src, peer));
         ch.sends.clear();
         ch.recvs.clear();
       }
@@ -222,16 +224,18 @@ void InprocTransport::close() {
 
 void InprocTransport::check_failed() {
   std::string message;
+  chorus_result_t code;
   {
     std::lock_guard lock(fabric_->state_->mutex);
     if (!fabric_->state_->aborted) return;
     message = fabric_->state_->abort_message;
+    code = fabric_->state_->abort_code;
   }
-  throw IoError(CHORUS_ERR_ABORTED, message);
+  throw IoError(code, message);
 }
 
-void InprocTransport::abort(const std::string& reason) {
-  fabric_->abort(rank_, reason);
+void InprocTransport::fail(chorus_result_t code, const std::string& message) {
+  fabric_->fail_all(code, message);
 }
 
 }  // namespace chorus

@@ -12,8 +12,9 @@
 //  - On match the sender's and receiver's CallSignature are compared; a
 //    different signature or size fails both requests with
 //    IoError(CHORUS_ERR_MISMATCH) naming both ranks and both calls.
-//  - abort(reason) by any rank fails every pending request of the whole fabric,
-//    and every later one, with IoError(CHORUS_ERR_ABORTED, "rank X aborted: reason").
+//  - fail(code, message) (abort(reason): CHORUS_ERR_ABORTED) by any rank fails
+//    every pending request of the whole fabric, and every later one, with
+//    IoError(code, message).
 //  - close() marks the rank closed: its own pending and later requests fail
 //    with CHORUS_ERR_INVALID_USAGE; other ranks' receives from it and sends to
 //    it (pending or later) fail with CHORUS_ERR_PEER_FAILURE naming it. close()
@@ -43,8 +44,8 @@ class InprocFabric {
   InprocFabric& operator=(const InprocFabric&) = delete;
 
   int size() const { return size_; }
-  // Same as InprocTransport(rank).abort(reason).
-  void abort(int by_rank, const std::string& reason);
+  // Same as InprocTransport(rank).fail(code, message): fails the whole fabric.
+  void fail_all(chorus_result_t code, const std::string& message);
   bool aborted() const;
 
  private:
@@ -74,7 +75,7 @@ class InprocTransport : public Transport {
                    std::span<std::byte> data) override;
   void check_failed() override;
   void close() override;
-  void abort(const std::string& reason) override;
+  void fail(chorus_result_t code, const std::string& message) override;
 
  private:
   std::shared_ptr<InprocFabric> fabric_;

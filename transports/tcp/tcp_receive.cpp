@@ -138,6 +138,7 @@ void TcpTransport::finish_payload(int peer) {
   switch (static_cast<FrameType>(rx.header.type)) {
     case FrameType::goodbye: {
       p.said_goodbye = true;
+      departed_.fetch_add(1, std::memory_order_release);
       auto error = io_error(CHORUS_ERR_PEER_FAILURE,
                             fmt::format("rank {} left (destroyed its communicator) while rank {} "
                                         "still expected data from it",

@@ -385,10 +385,21 @@ void TcpTransport::check_failed() {
   std::rethrow_exception(failure);
 }
 
-void TcpTransport::abort(const std::string& reason) {
+void TcpTransport::check_peer(int peer) {
+  check_failed();
+  if (departed_.load(std::memory_order_acquire) == 0) return;
+  CHORUS_CHECK(peer >= 0 && peer < options_.size, "no rank {} among {}", peer, options_.size);
   std::lock_guard lock(mu_);
-  fail_and_notify_locked(CHORUS_ERR_ABORTED,
-                         fmt::format("rank {} aborted: {}", options_.rank, reason));
+  if (peers_[static_cast<std::size_t>(peer)].said_goodbye)
+    throw IoError(CHORUS_ERR_PEER_FAILURE,
+                  fmt::format("rank {} left (destroyed its communicator) while rank {} still "
+                              "expected its part of a collective",
+                              peer, options_.rank));
+}
+
+void TcpTransport::fail(chorus_result_t code, const std::string& message) {
+  std::lock_guard lock(mu_);
+  fail_and_notify_locked(code, message);
 }
 
 // Fails everything here and tells every live peer why (an ABORT frame that

@@ -69,8 +69,9 @@ class TcpTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
+  void check_peer(int peer) override;
   void close() override;
-  void abort(const std::string& reason) override;
+  void fail(chorus_result_t code, const std::string& message) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
@@ -169,6 +170,7 @@ class TcpTransport final : public Transport {
   std::vector<Stranger> strangers_;
   std::exception_ptr failure_;            // once set, every request fails with it
   std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
+  std::atomic<int> departed_{0};          // peers that said goodbye (read without mu_)
   bool closing_ = false;
 
   std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside

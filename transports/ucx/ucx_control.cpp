@@ -162,10 +162,9 @@ bool UcxTransport::recvs_in_ucx(int peer) const {
   return false;
 }
 
-void UcxTransport::abort(const std::string& reason) {
+void UcxTransport::fail(chorus_result_t code, const std::string& message) {
   std::unique_lock lock(mu_);
-  fail_and_notify_locked(CHORUS_ERR_ABORTED,
-                         fmt::format("rank {} aborted: {}", options_.rank, reason));
+  fail_and_notify_locked(code, message);
   process_events_locked();
   if (notices_pending_) flush_notices_locked();
   // Receives UCX matched before the cancel complete when their data is in;
@@ -260,6 +259,15 @@ void UcxTransport::check_failed() {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   if (failure_) std::rethrow_exception(failure_);
+}
+
+void UcxTransport::check_peer(int peer) {
+  check_failed();
+  CHORUS_CHECK(peer >= 0 && peer < options_.size, "no rank {} among {}", peer, options_.size);
+  std::lock_guard lock(mu_);
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.failure) std::rethrow_exception(p.failure);
+  if (p.said_goodbye || p.gone) std::rethrow_exception(left_error(peer));
 }
 
 // Sleeps on the worker's event fd (and on wake_fd_, written when another

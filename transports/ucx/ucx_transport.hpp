@@ -93,8 +93,9 @@ class UcxTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
+  void check_peer(int peer) override;
   void close() override;
-  void abort(const std::string& reason) override;
+  void fail(chorus_result_t code, const std::string& message) override;
 
   // Fails every pending and later request involving `peer` (receives are
   // cancelled inside UCX, the endpoint is closed), e.g. when another channel
