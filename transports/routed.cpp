@@ -61,33 +61,46 @@ void RoutedTransport::spin_end() {
 }
 
 void RoutedTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) {
-  route(pending.peer()).wait_for_progress(pending, timeout);
-  if (!pending.done()) check_failed();
+  Transport& data = route(pending.peer());
+  data.wait_for_progress(pending, timeout);
+  // The control channel's progress thread stands aside while this thread
+  // waits: read what came on it (notices, announcements) here.
+  if (&data != &control()) control().poll();
+  // A data transport may not notice a dead peer (UCX): the control channel does.
+  if (!pending.done()) check_peer(pending.peer(), pending.tag(), pending.signature());
 }
 
-void RoutedTransport::check_failed() {
+void RoutedTransport::pass_on_control_failure() {
   try {
     control().check_failed();
   } catch (const Error& e) {
-    // The control channel saw a peer die or a rank abort: fail the data
-    // transports' requests too (their peers learn it from the control channel).
-    for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->fail(e.code(), e.what());
-    throw;
+    const Spared spared = control().spared();
+    for (std::size_t i = 1; i < transports_.size(); ++i)
+      transports_[i]->fail(e.code(), e.what(), spared);
   }
-  for (std::size_t i = 1; i < transports_.size(); ++i) transports_[i]->check_failed();
 }
 
-void RoutedTransport::check_peer(int peer) {
-  check_failed();
-  control().check_peer(peer);  // every peer says goodbye on the control channel
+void RoutedTransport::check_failed() {
+  pass_on_control_failure();
+  for (auto& t : transports_) t->check_failed();
+}
+
+void RoutedTransport::check_call(uint32_t tag, const CallSignature& sig) {
+  pass_on_control_failure();
+  for (auto& t : transports_) t->check_call(tag, sig);
+}
+
+void RoutedTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {
+  check_call(tag, sig);
+  control().check_peer(peer, tag, sig);  // every peer says goodbye on the control channel
 }
 
 void RoutedTransport::close() {
   for (std::size_t i = transports_.size(); i-- > 0;) transports_[i]->close();
 }
 
-void RoutedTransport::fail(chorus_result_t code, const std::string& message) {
-  for (auto& t : transports_) t->fail(code, message);
+void RoutedTransport::fail(chorus_result_t code, const std::string& message, const Spared& spared) {
+  for (auto& t : transports_) t->fail(code, message, spared);
 }
 
 }  // namespace chorus

@@ -32,13 +32,25 @@ class RoutedTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
-  void check_peer(int peer) override;
+  void check_call(uint32_t tag, const CallSignature& sig) override;
+  void check_peer(int peer, uint32_t tag, const CallSignature& sig) override;
+  Spared spared() const override { return control().spared(); }
+  // On the control channel, connected to every peer.
+  void announce(int peer, uint32_t tag, const CallSignature& sig) override {
+    control().announce(peer, tag, sig);
+  }
+  void check_announced(uint32_t tag, const CallSignature& sig) override {
+    control().check_announced(tag, sig);
+  }
   void close() override;
-  void fail(chorus_result_t code, const std::string& message) override;
+  void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
  private:
   Transport& control() const { return *transports_.front(); }
   Transport& route(int peer) const;
+  // A failure the control channel learnt of fails the data transports too,
+  // with the same spared calls (their peers learn it from the control channel).
+  void pass_on_control_failure();
 
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<int> route_;

@@ -2,15 +2,55 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "base/core/error.hpp"
 
 namespace chorus {
 
 void Transport::abort(const std::string& reason) {
-  fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason));
+  fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
+}
+
+// Layout: u32 entry count, then per entry u32 space and u64 finished (host
+// order: both ends are this build on one kind of machine, as every frame
+// header), then the message.
+std::string encode_notice(const std::string& message, const Spared& spared, std::size_t max_bytes) {
+  constexpr std::size_t kEntry = sizeof(uint32_t) + sizeof(uint64_t);
+  std::size_t n = spared.entries.size();
+  if (sizeof(uint32_t) + n * kEntry > max_bytes) n = 0;  // spare nothing rather than cut the list
+  std::string out;
+  auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(static_cast<uint32_t>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    put(spared.entries[i].space);
+    put(spared.entries[i].finished);
+  }
+  out += message.substr(0, max_bytes - out.size());
+  return out;
+}
+
+bool decode_notice(std::string_view payload, std::string& message, Spared& spared) {
+  constexpr std::size_t kEntry = sizeof(uint32_t) + sizeof(uint64_t);
+  uint32_t n = 0;
+  if (payload.size() < sizeof n) return false;
+  std::memcpy(&n, payload.data(), sizeof n);
+  if (n > (payload.size() - sizeof n) / kEntry) return false;
+  spared.entries.assign(n, {});
+  const char* at = payload.data() + sizeof n;
+  for (auto& e : spared.entries) {
+    std::memcpy(&e.space, at, sizeof e.space);
+    std::memcpy(&e.finished, at + sizeof e.space, sizeof e.finished);
+    at += kEntry;
+  }
+  message.assign(at, payload.data() + payload.size());
+  return true;
 }
 
 namespace {
+
+// How long a wait goes before it announces its call, and then how often.
+constexpr auto kAnnounceAfter = std::chrono::milliseconds(100);
 
 // The first request not yet done (null when all are), and whether any failed.
 Request* first_pending(std::span<const RequestPtr> requests, bool* any_failed) {
@@ -54,11 +94,26 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
       pending = first_pending(requests, &failed);
       now = Clock::now();
     }
+    // A long wait may be a mismatch that no message shows (ranks waiting on
+    // each other in a cycle, each in another call): tell the peers waited on
+    // which call this is, and look at what they said (Transport::announce).
+    auto announce_at = Clock::now() + kAnnounceAfter;
     while (pending && !failed && !deadline.expired()) {
       transport.wait_for_progress(
           *pending,
           std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(10)));
       pending = first_pending(requests, &failed);
+      if (pending && !failed && Clock::now() >= announce_at) {
+        announce_at = Clock::now() + kAnnounceAfter;
+        for (const auto& r : requests)
+          if (r && !r->done()) transport.announce(r->peer(), r->tag(), r->signature());
+        try {
+          transport.check_announced(pending->tag(), pending->signature());
+        } catch (...) {
+          transport.spin_end();
+          throw;
+        }
+      }
     }
     transport.spin_end();
   }

@@ -12,6 +12,7 @@
 // (CHORUS_ERR_PEER_FAILURE / CHORUS_ERR_ABORTED) that names the peer.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -50,6 +51,43 @@ class Request {
 };
 using RequestPtr = std::shared_ptr<Request>;
 
+// The calls a failure leaves running. A rank that fails (or aborts) tells its
+// peers, per tag space (a communicator's collectives: lib/comm/link.hpp), the
+// last call it had finished; a peer still inside one of those calls finishes
+// it, since the failing rank took its whole part in it. Every other request
+// fails. Point-to-point messages are never spared.
+struct Spared {
+  struct Entry {
+    uint32_t space = 0;     // tag >> kSpaceShift of the calls' tags
+    uint64_t finished = 0;  // calls with sequence numbers up to this one
+    bool operator==(const Entry&) const = default;
+  };
+  static constexpr int kSpaceShift = 20;
+  std::vector<Entry> entries;
+  bool operator==(const Spared&) const = default;
+
+  bool covers(uint32_t tag, const CallSignature& sig) const {
+    for (const Entry& e : entries)
+      if (e.space == tag >> kSpaceShift) return sig.seq != 0 && sig.seq <= e.finished;
+    return false;
+  }
+  // What both spare: a call one of them fails, fails (another rank failed a
+  // spared call after all, or saw a failure first that spares less).
+  Spared narrowed_by(const Spared& other) const {
+    Spared out;
+    for (const Entry& e : entries)
+      for (const Entry& o : other.entries)
+        if (o.space == e.space) out.entries.push_back({e.space, std::min(e.finished, o.finished)});
+    return out;
+  }
+};
+
+// A failure notice on the wire: the spared calls, then the message, in at
+// most max_bytes (the message is cut to fit). decode_notice returns false for
+// a payload that is not one.
+std::string encode_notice(const std::string& message, const Spared& spared, std::size_t max_bytes);
+bool decode_notice(std::string_view payload, std::string& message, Spared& spared);
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -86,15 +124,33 @@ class Transport {
   // aborted), if any. Cheap: waits outside the transport (shared memory) call
   // it every few milliseconds to learn of a dead peer.
   virtual void check_failed() {}
-  // check_failed(), and throws CHORUS_ERR_PEER_FAILURE if `peer` has left
+  // As check_failed, for the call with this tag and signature: no error if
+  // the failure spares it (Spared).
+  virtual void check_call(uint32_t tag, const CallSignature& sig) {
+    (void)tag, (void)sig;
+    check_failed();
+  }
+  // check_call, and throws CHORUS_ERR_PEER_FAILURE if `peer` has left
   // (destroyed its last communicator: it will never send again). Waits that
   // need a peer's part outside the transport (shared memory) ask this, since
   // a peer leaving is not a failure of the transport: split communicators
   // without that peer go on.
-  virtual void check_peer(int peer) {
+  virtual void check_peer(int peer, uint32_t tag, const CallSignature& sig) {
     (void)peer;
-    check_failed();
+    check_call(tag, sig);
   }
+  // A rank whose wait is long tells the peers it waits on which call it is
+  // in; a peer that waits in another call with the same sequence number and
+  // tag space fails with CHORUS_ERR_MISMATCH instead of both waiting out the
+  // deadline (ranks that wait on each other in a cycle exchange no data that
+  // could show the mismatch). check_announced throws that mismatch if a peer
+  // announced such a call.
+  virtual void announce(int peer, uint32_t tag, const CallSignature& sig) {
+    (void)peer, (void)tag, (void)sig;
+  }
+  virtual void check_announced(uint32_t tag, const CallSignature& sig) { (void)tag, (void)sig; }
+  // The calls the first failure spares (empty when none, or not failed).
+  virtual Spared spared() const { return {}; }
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
@@ -102,8 +158,10 @@ class Transport {
   // first failure wins), and tells the peers, which fail theirs with the same
   // code and message (marked "reported by rank N"): every rank gets the
   // verdict of the rank that failed first, not a generic "aborted".
-  virtual void fail(chorus_result_t code, const std::string& message) = 0;
-  // fail(CHORUS_ERR_ABORTED, "rank R aborted: reason").
+  // `spared`: the calls this rank had finished, which peers still in them
+  // finish (Spared).
+  virtual void fail(chorus_result_t code, const std::string& message, const Spared& spared) = 0;
+  // fail(CHORUS_ERR_ABORTED, "rank R aborted: reason", nothing spared).
   void abort(const std::string& reason);
 };
 

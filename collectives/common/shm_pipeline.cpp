@@ -17,6 +17,7 @@ shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   spec.spin.yield_each = ctx.shm && ctx.shm->oversubscribed();
   spec.control = &ctx.transport;
   spec.call = &ctx.sig;
+  spec.tag = ctx.tag;
   return spec;
 }
 

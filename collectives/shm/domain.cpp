@@ -338,7 +338,8 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
     // the wait at once: none of them will ever post its part.
     if (spec.control)
       for (int r = 0; r < layout_.ranks; ++r)
-        if (r != rank_) spec.control->check_peer(named(r));
+        if (r != rank_)
+          spec.control->check_peer(named(r), spec.tag, spec.call ? *spec.call : CallSignature{});
     if (spec.call) check_announcements(*spec.call);
     if (spec.deadline.expired()) timed_out();
     const Watch w = watch();

@@ -99,6 +99,7 @@ struct WaitSpec {
   Deadline deadline = Deadline::after(std::chrono::hours(24 * 365));
   Spin spin;                            // yield_each when ranks outnumber cores
   Transport* control = nullptr;         // the control channel, asked on health slices
+  uint32_t tag = 0;                     // the call's tag (whether a failure spares it)
   const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
 };
 

@@ -78,6 +78,10 @@ Communicator::Communicator(CommSetup setup)
   cost_model_ = CostModel::defaults(static_cast<int>(on_host.size()), cpus);
   for (auto& k : cache_key_) k.store(kNoChoice);
   link_->users.fetch_add(1);
+  {
+    std::lock_guard lock(link_->mu);
+    link_->finished[id_] = &executed_seq_;
+  }
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -231,7 +235,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
-    link_->transport->check_failed();
+    link_->transport->check_call(world_.tag, sig);
     body(ctx);
     return nullptr;
   } catch (const Error& e) {
@@ -275,7 +279,7 @@ void Communicator::fail(chorus_result_t code, const std::string& message) {
     if (abort_reason_.empty()) abort_reason_ = message;
     aborted_.store(true, std::memory_order_release);
   }
-  link_->transport->fail(code, message);
+  link_->transport->fail(code, message, link_->spared_calls());
 }
 
 void Communicator::destroy() {
@@ -303,6 +307,10 @@ void Communicator::destroy() {
   work_cv_.notify_all();
   lock.unlock();
   if (worker_.joinable()) worker_.join();
+  {
+    std::lock_guard lock(link_->mu);
+    link_->finished.erase(id_);
+  }
   // The connections go with the last communicator of the link (split
   // relatives share them).
   if (link_->users.fetch_sub(1) == 1) link_->transport->close();

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,9 +41,20 @@ struct Link {
   std::string store_prefix;      // this job's namespace in the store ("comm1/")
   std::string job_token;         // names shared-memory segments
 
-  std::mutex mu;              // guards next_comm_id
+  std::mutex mu;              // guards next_comm_id and finished
   uint32_t next_comm_id = 1;  // the lowest id no communicator on this rank has used
   std::atomic<int> users{0};  // live communicators on this link
+  // Per live communicator id, the last call it finished: a failure here
+  // spares those calls at the peers (Spared), on every communicator of the
+  // link, since they all fail together.
+  std::map<uint32_t, const std::atomic<uint64_t>*> finished;
+
+  Spared spared_calls() {
+    std::lock_guard lock(mu);
+    Spared s;
+    for (const auto& [id, seq] : finished) s.entries.push_back({id, seq->load()});
+    return s;
+  }
 };
 
 }  // namespace chorus

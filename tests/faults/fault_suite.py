@@ -50,11 +50,7 @@ FAULTS = {
 # Cases whose cause is known and not fixed yet: reported as "open" with the
 # reason, not counted as failures; one that passes is reported so that the
 # entry goes. Keys: (fault, transport, size, np), None matching any.
-CYCLE = "ranks that wait on each other in a cycle exchange no message that could show the mismatch"
-KNOWN_OPEN = {
-    ("kind", "tcp", "latency", 3): CYCLE,
-    ("kind", "ucx", "latency", 3): CYCLE,
-}
+KNOWN_OPEN = {}
 
 
 def known_open(fault, transport, size, np):

@@ -182,6 +182,97 @@ TEST_CASE("tcp: abort fails the peers' pending receives with the reason") {
   close_world(world);
 }
 
+TEST_CASE("tcp: a failure spares the calls the failing rank had finished") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "spared/");
+  // A communicator's collectives in tag space 5; rank 0 fails after its call
+  // #3, which rank 1 is still finishing (it waits for rank 2's part).
+  const uint32_t tag = (5u << Spared::kSpaceShift) | 1;
+  std::vector<std::byte> got(10), part(10, std::byte{7});
+  auto finishing = world[1]->irecv(2, tag, sig_of(3, 10), got);
+  auto next = world[1]->irecv(2, tag, sig_of(4, 10), got);
+  world[0]->fail(CHORUS_ERR_TIMEOUT, "rank 0: allreduce #4 timed out", Spared{{{5, 3}}});
+  // Call #4 fails at rank 1 with rank 0's code and message...
+  std::string message;
+  CHECK(error_code(*world[1], next, &message) == CHORUS_ERR_TIMEOUT);
+  CHECK_THAT(message, Catch::Contains("rank 0: allreduce #4 timed out") &&
+                          Catch::Contains("reported by rank 0"));
+  // ...while #3 goes on: rank 2's part is still sent and received.
+  CHECK_NOTHROW(world[1]->check_call(tag, sig_of(3, 10)));
+  CHECK_THROWS(world[1]->check_call(tag, sig_of(4, 10)));
+  auto send = world[2]->isend(1, tag, sig_of(3, 10), part);
+  CHECK(error_code(*world[2], send) == CHORUS_SUCCESS);
+  CHECK(error_code(*world[1], finishing) == CHORUS_SUCCESS);
+  CHECK(got == part);
+  // Point-to-point messages and other tag spaces are never spared (once rank
+  // 2 has the notice: bounded wait).
+  for (int i = 0; i < 20000; ++i) {
+    try {
+      world[2]->check_failed();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const IoError&) {
+      break;
+    }
+  }
+  auto p2p = world[2]->isend(1, (1u << 31) | tag, sig_of(3, 10), part);
+  CHECK(error_code(*world[2], p2p) == CHORUS_ERR_TIMEOUT);
+  auto other = world[2]->isend(1, (6u << Spared::kSpaceShift) | 1, sig_of(1, 10), part);
+  CHECK(error_code(*world[2], other) == CHORUS_ERR_TIMEOUT);
+  close_world(world);
+}
+
+TEST_CASE("tcp: a peer that announces another call with the same number is a mismatch") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "announce/");
+  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
+  CallSignature theirs = sig_of(5, 10), mine = sig_of(5, 10);
+  theirs.kind = static_cast<uint8_t>(CollectiveKind::broadcast);
+  world[0]->announce(1, tag, theirs);
+  // The announcement arrives in the background; wait (bounded) for the check.
+  std::string message;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (message.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      world[1]->check_announced(tag, mine);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const IoError& e) {
+      CHECK(e.code() == CHORUS_ERR_MISMATCH);
+      message = e.what();
+    }
+  }
+  CHECK_THAT(message, Catch::Contains("rank 0 called broadcast #5") &&
+                          Catch::Contains("rank 1 called allreduce #5"));
+  // Another number, another tag space or the same call: no mismatch.
+  CHECK_NOTHROW(world[1]->check_announced(tag, sig_of(6, 10)));
+  CHECK_NOTHROW(world[1]->check_announced((4u << Spared::kSpaceShift) | 1, mine));
+  CHECK_NOTHROW(world[1]->check_announced(tag, theirs));
+  close_world(world);
+}
+
+TEST_CASE("failure notices: the spared calls and the message survive the wire") {
+  const Spared spared{{{1, 41}, {7, 0}, {2047, ~uint64_t(0) >> 1}}};
+  std::string message;
+  Spared back;
+  REQUIRE(decode_notice(encode_notice("rank 3: broke", spared, 4096), message, back));
+  CHECK(message == "rank 3: broke");
+  REQUIRE(back.entries.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(back.entries[i].space == spared.entries[i].space);
+    CHECK(back.entries[i].finished == spared.entries[i].finished);
+  }
+  CHECK(back.covers((1u << 20) | 1, sig_of(41, 1)));
+  CHECK_FALSE(back.covers((1u << 20) | 1, sig_of(42, 1)));
+  CHECK_FALSE(back.covers((3u << 20) | 1, sig_of(1, 1)));
+  // The message is cut to fit; a list that cannot fit is dropped (nothing spared).
+  CHECK(encode_notice(std::string(5000, 'x'), spared, 100).size() == 100);
+  REQUIRE(decode_notice(encode_notice("m", spared, 20), message, back));
+  CHECK(back.entries.empty());
+  // Truncated or short payloads are refused.
+  const std::string whole = encode_notice("m", spared, 4096);
+  CHECK_FALSE(decode_notice(whole.substr(0, 10), message, back));
+  CHECK_FALSE(decode_notice("ab", message, back));
+}
+
 TEST_CASE("tcp: a receive from a rank that left fails instead of hanging") {
   TcpStoreServer server(kToken);
   auto world = make_world(server, 2, "left/");

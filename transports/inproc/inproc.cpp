@@ -234,7 +234,7 @@ void InprocTransport::check_failed() {
   throw IoError(code, message);
 }
 
-void InprocTransport::fail(chorus_result_t code, const std::string& message) {
+void InprocTransport::fail(chorus_result_t code, const std::string& message, const Spared&) {
   fabric_->fail_all(code, message);
 }
 

@@ -75,7 +75,8 @@ class InprocTransport : public Transport {
                    std::span<std::byte> data) override;
   void check_failed() override;
   void close() override;
-  void fail(chorus_result_t code, const std::string& message) override;
+  // Spares nothing: in-process worlds (tests) fail as a whole.
+  void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
  private:
   std::shared_ptr<InprocFabric> fabric_;

@@ -101,7 +101,9 @@ void TcpTransport::on_header(int peer) {
   rx.keep = false;
   rx.request.reset();
   auto type = static_cast<FrameType>(rx.header.type);
-  if (type == FrameType::data && !failure_) {
+  // After a failure, only the frames of the calls it spares are delivered.
+  const bool refused = type == FrameType::data && refused_locked(rx.header.tag, rx.header.sig);
+  if (type == FrameType::data && !refused) {
     auto posted = p.posted.find(rx.header.tag);
     if (posted != p.posted.end() && !posted->second.empty()) {
       PostedRecv recv = posted->second.front();
@@ -118,13 +120,13 @@ void TcpTransport::on_header(int peer) {
   }
   // Park a large unexpected frame in the socket only while no receive of
   // another tag waits on this peer: such a receive's frame may be behind it.
-  if (type == FrameType::data && !failure_ && rx.length >= options_.hold_back_min &&
+  if (type == FrameType::data && !refused && rx.length >= options_.hold_back_min &&
       !has_posted_locked(p)) {
     rx.awaiting_recv = true;
     update_interest(peer);
     return;
   }
-  if (type != FrameType::goodbye && !(type == FrameType::data && failure_)) {
+  if (type != FrameType::goodbye && !refused) {
     rx.holding.resize(rx.length);
     rx.dst = rx.holding.data();
     rx.keep = true;
@@ -136,6 +138,10 @@ void TcpTransport::finish_payload(int peer) {
   RxState& rx = p.rx;
   rx.in_payload = false;
   switch (static_cast<FrameType>(rx.header.type)) {
+    case FrameType::announce:
+      p.announced = rx.header;
+      announcements_.fetch_add(1, std::memory_order_release);
+      break;
     case FrameType::goodbye: {
       p.said_goodbye = true;
       departed_.fetch_add(1, std::memory_order_release);
@@ -150,19 +156,24 @@ void TcpTransport::finish_payload(int peer) {
     }
     case FrameType::abort: {
       // The reason is the peer's own first error; keep its code when it is one.
-      std::string reason(reinterpret_cast<const char*>(rx.holding.data()), rx.holding.size());
+      std::string reason;
+      Spared spared;
+      if (!decode_notice({reinterpret_cast<const char*>(rx.holding.data()), rx.holding.size()},
+                         reason, spared))
+        reason = fmt::format("rank {} sent a malformed failure notice", peer);
       auto code = static_cast<chorus_result_t>(rx.header.tag);
       if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_) code = CHORUS_ERR_ABORTED;
       log().debug("rank {}: rank {} reports: {}", options_.rank, peer, reason);
       // Pass it on unchanged, so every rank learns the first failure even if
       // the reporting rank exits before the others hear from it.
-      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer));
+      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer),
+                             spared);
       break;
     }
     case FrameType::data:
       if (rx.request) {
         rx.request->completion().complete();
-      } else if (rx.keep && !failure_) {
+      } else if (rx.keep && !refused_locked(rx.header.tag, rx.header.sig)) {
         // Arrived before its receive: match a receive posted meanwhile, or keep it.
         auto& queue = p.posted[rx.header.tag];
         Unexpected msg{rx.header, std::move(rx.holding)};

@@ -46,7 +46,7 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
                options_.size);
   auto request = std::make_shared<Request>(peer, true, tag, sig, data.size());
   std::lock_guard lock(mu_);
-  if (failure_) {
+  if (refused_locked(tag, sig)) {
     request->completion().fail(failure_);
     return request;
   }
@@ -108,7 +108,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
                options_.size);
   auto request = std::make_shared<Request>(peer, false, tag, sig, data.size());
   std::lock_guard lock(mu_);
-  if (failure_) {
+  if (refused_locked(tag, sig)) {
     request->completion().fail(failure_);
     return request;
   }
@@ -138,7 +138,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     // frame (or the peer's goodbye) may be behind it: read it aside.
     set_aside_parked(peer);
     pump_rx(peer);
-    if (failure_) {
+    if (refused_locked(tag, sig)) {
       request->completion().fail(failure_);
       return request;
     }
@@ -312,6 +312,7 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
   Peer& p = peers_[peer];
   if (p.gone) return;
   p.gone = true;
+  departed_.fetch_add(1, std::memory_order_release);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
   if (closing_ || p.said_goodbye) {
     log().debug("rank {}: connection to rank {} ended: {}", options_.rank, peer, why);
@@ -321,25 +322,41 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
       "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
       options_.rank, why);
   log().error("{}", message);
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message);
+  // A rank that dies cannot say which calls it finished: nothing is spared.
+  // (Sparing the calls started here lets a peer's death be met at different
+  // points of one call by different ranks, a deadline-long wait on UCX.)
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
 }
 
-// Fails every request, now and later. A receive in progress keeps draining its
-// frame from the socket, but no longer into the user's buffer.
-void TcpTransport::fail_all_locked(std::exception_ptr error) {
-  if (!failure_) failure_ = error;
+// Fails every request, now and later, but those of the calls `spared` covers
+// (the first failure's). A receive in progress keeps draining its frame from
+// the socket, but no longer into the user's buffer.
+void TcpTransport::fail_all_locked(std::exception_ptr error, const Spared& spared) {
+  if (!failure_) {
+    failure_ = error;
+    spared_ = spared;
+  }
   has_failure_.store(true, std::memory_order_release);
+  auto spares = [&](const RequestPtr& r) { return spared_.covers(r->tag(), r->signature()); };
   for (auto& p : peers_) {
-    for (auto& [tag, queue] : p.posted)
-      for (auto& recv : queue) recv.request->completion().fail(failure_);
-    p.posted.clear();
-    p.unexpected.clear();
-    if (p.rx.request) {
+    for (auto& [tag, queue] : p.posted) {
+      std::deque<PostedRecv> kept;
+      for (auto& recv : queue) {
+        if (spares(recv.request))
+          kept.push_back(recv);
+        else
+          recv.request->completion().fail(failure_);
+      }
+      queue = std::move(kept);
+    }
+    // Unexpected frames stay: a spared call may still take them.
+    if (p.rx.request && !spares(p.rx.request)) {
       p.rx.request->completion().fail(failure_);
       p.rx.request.reset();
       if (p.rx.in_payload) p.rx.dst = nullptr;
     }
-    if (p.rx.in_payload && static_cast<FrameType>(p.rx.header.type) == FrameType::data) {
+    if (p.rx.in_payload && static_cast<FrameType>(p.rx.header.type) == FrameType::data &&
+        !p.rx.request && !spared_.covers(p.rx.header.tag, p.rx.header.sig)) {
       p.rx.dst = nullptr;  // drain the rest of an unexpected frame too
       p.rx.keep = false;
       if (p.rx.awaiting_recv) {
@@ -347,11 +364,16 @@ void TcpTransport::fail_all_locked(std::exception_ptr error) {
         update_interest(static_cast<int>(&p - peers_.data()));
       }
     }
-    // The frame at the front may be half written: keep it (with its own copy
-    // of the data) so the stream stays well-formed; drop the rest.
+    // Spared sends go on. The frame at the front may be half written: keep it
+    // (with its own copy of the data) so the stream stays well-formed; drop
+    // the other sends.
     std::deque<SendOp> keep;
     for (std::size_t i = 0; i < p.sendq.size(); ++i) {
       SendOp& op = p.sendq[i];
+      if (op.request && spares(op.request)) {
+        keep.push_back(std::move(op));
+        continue;
+      }
       if (op.request) op.request->completion().fail(failure_);
       if (i == 0 && op.sent > 0 && !op.data.empty() && op.owned.empty()) {
         op.owned.assign(op.data.begin(), op.data.end());
@@ -385,48 +407,111 @@ void TcpTransport::check_failed() {
   std::rethrow_exception(failure);
 }
 
-void TcpTransport::check_peer(int peer) {
-  check_failed();
+void TcpTransport::check_call(uint32_t tag, const CallSignature& sig) {
+  if (!has_failure_.load(std::memory_order_acquire)) return;
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(mu_);
+    if (!refused_locked(tag, sig)) return;
+    failure = failure_;
+  }
+  std::rethrow_exception(failure);
+}
+
+void TcpTransport::announce(int peer, uint32_t tag, const CallSignature& sig) {
+  std::lock_guard lock(mu_);
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (failure_ || p.gone || !p.fd) return;
+  SendOp op;
+  op.header = make_frame(FrameType::announce, tag, 0, sig);
+  enqueue_locked(peer, std::move(op));
+}
+
+void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
+  if (announcements_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(mu_);
+  for (int peer = 0; peer < options_.size; ++peer) {
+    const auto& a = peers_[static_cast<std::size_t>(peer)].announced;
+    if (a && a->tag == tag && a->sig.seq == sig.seq && !(a->sig == sig))
+      throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(peer, a->sig, 0, options_.rank, sig, 0));
+  }
+}
+
+Spared TcpTransport::spared() const {
+  std::lock_guard lock(mu_);
+  return spared_;
+}
+
+void TcpTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {
+  check_call(tag, sig);
   if (departed_.load(std::memory_order_acquire) == 0) return;
   CHORUS_CHECK(peer >= 0 && peer < options_.size, "no rank {} among {}", peer, options_.size);
   std::lock_guard lock(mu_);
-  if (peers_[static_cast<std::size_t>(peer)].said_goodbye)
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.said_goodbye)
     throw IoError(CHORUS_ERR_PEER_FAILURE,
                   fmt::format("rank {} left (destroyed its communicator) while rank {} still "
                               "expected its part of a collective",
                               peer, options_.rank));
+  if (p.gone)
+    throw IoError(CHORUS_ERR_PEER_FAILURE,
+                  fmt::format("peer failure: rank {} failed: its connection to rank {} ended "
+                              "while rank {} still expected its part of a collective",
+                              peer, options_.rank, options_.rank));
 }
 
-void TcpTransport::fail(chorus_result_t code, const std::string& message) {
+void TcpTransport::fail(chorus_result_t code, const std::string& message, const Spared& spared) {
   std::lock_guard lock(mu_);
-  fail_and_notify_locked(code, message);
+  fail_and_notify_locked(code, message, "", spared);
 }
 
 // Fails everything here and tells every live peer why (an ABORT frame that
 // carries the result code), so that a rank which exits after a failure is
 // never mistaken by the others for the rank that failed first.
+//
+// A later failure that spares less (a spared call failed here after all, or a
+// notice that spares less) narrows what is spared, fails what no longer is,
+// and tells the peers again, with the first failure's code and message: the
+// spared calls only ever shrink, so the notices end.
 void TcpTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
-                                          const std::string& local_message) {
-  bool first = !failure_;
-  fail_all_locked(io_error(code, local_message.empty() ? message : local_message));
-  if (!first) return;
-  std::string text = message.substr(0, kMaxAbortReason);
+                                          const std::string& local_message, const Spared& spared) {
+  if (!failure_) {
+    failure_code_ = code;
+    failure_text_ = message;
+    fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
+  } else {
+    const Spared narrowed = spared_.narrowed_by(spared);
+    if (narrowed == spared_) return;
+    spared_ = narrowed;
+    fail_all_locked(failure_, spared_);
+  }
+  const std::string text = encode_notice(failure_text_, spared_, kMaxAbortReason);
+  auto is_notice = [](const SendOp& op) {
+    return static_cast<FrameType>(op.header.type) == FrameType::abort;
+  };
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
     if (peer == options_.rank || p.gone || !p.fd) continue;
     SendOp op;
-    op.header =
-        make_frame(FrameType::abort, static_cast<uint32_t>(code), text.size(), CallSignature{});
+    op.header = make_frame(FrameType::abort, static_cast<uint32_t>(failure_code_), text.size(),
+                           CallSignature{});
     op.owned.assign(reinterpret_cast<const std::byte*>(text.data()),
                     reinterpret_cast<const std::byte*>(text.data()) + text.size());
-    enqueue_locked(peer, std::move(op));
+    // Ahead of the spared sends (behind a frame already half written), so
+    // that the peer learns of the failure first.
+    auto at = p.sendq.begin();
+    while (at != p.sendq.end() && (at->sent > 0 || is_notice(*at))) ++at;
+    const bool was_empty = p.sendq.empty();
+    p.sendq.insert(at, std::move(op));
+    if (was_empty) flush(peer);
   }
   // Push the notices out now (bounded): the process may exit right after the
   // caller sees this error, and a notice still queued would be lost.
   auto deadline = Deadline::after(std::chrono::seconds(2));
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
-    while (!p.gone && p.fd && !p.sendq.empty() && !deadline.expired()) {
+    auto notice_queued = [&] { return std::any_of(p.sendq.begin(), p.sendq.end(), is_notice); };
+    while (!p.gone && p.fd && notice_queued() && !deadline.expired()) {
       pollfd pfd{p.fd.get(), POLLOUT, 0};
       ::poll(&pfd, 1, deadline.poll_timeout_ms(100));
       flush(peer);

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,9 +70,13 @@ class TcpTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
-  void check_peer(int peer) override;
+  void check_call(uint32_t tag, const CallSignature& sig) override;
+  void check_peer(int peer, uint32_t tag, const CallSignature& sig) override;
+  Spared spared() const override;
+  void announce(int peer, uint32_t tag, const CallSignature& sig) override;
+  void check_announced(uint32_t tag, const CallSignature& sig) override;
   void close() override;
-  void fail(chorus_result_t code, const std::string& message) override;
+  void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
@@ -120,6 +125,7 @@ class TcpTransport final : public Transport {
     RxState rx;
     std::map<uint32_t, std::deque<PostedRecv>> posted;
     std::map<uint32_t, std::deque<Unexpected>> unexpected;
+    std::optional<FrameHeader> announced;  // the call it last said it waits in
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
@@ -150,9 +156,13 @@ class TcpTransport final : public Transport {
   // The frame parked in the socket is read into `holding` (kept as unexpected).
   void set_aside_parked(int peer);
   static bool has_posted_locked(const Peer& p);
-  void fail_all_locked(std::exception_ptr error);
+  // The transport has failed and the failure does not spare this call.
+  bool refused_locked(uint32_t tag, const CallSignature& sig) const {
+    return failure_ && !spared_.covers(tag, sig);
+  }
+  void fail_all_locked(std::exception_ptr error, const Spared& spared);
   void fail_and_notify_locked(chorus_result_t code, const std::string& message,
-                              const std::string& local_message = "");
+                              const std::string& local_message, const Spared& spared);
   void enqueue_locked(int peer, SendOp op);
   std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
                                     const CallSignature& mine, std::size_t my_bytes) const;
@@ -165,12 +175,16 @@ class TcpTransport final : public Transport {
   Fd epoll_fd_;
   Fd wake_fd_;  // eventfd: stops the progress thread
 
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   std::vector<Peer> peers_;
   std::vector<Stranger> strangers_;
-  std::exception_ptr failure_;            // once set, every request fails with it
+  std::exception_ptr failure_;                     // once set, every request fails with it...
+  Spared spared_;                                  // ...but those of the calls it spares
+  chorus_result_t failure_code_ = CHORUS_SUCCESS;  // the first failure as peers are told it
+  std::string failure_text_;
   std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
-  std::atomic<int> departed_{0};          // peers that said goodbye (read without mu_)
+  std::atomic<int> announcements_{0};     // announce frames received (read without mu_)
+  std::atomic<int> departed_{0};          // peers that said goodbye or are gone (no mu_)
   bool closing_ = false;
 
   std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside

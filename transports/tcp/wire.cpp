@@ -46,6 +46,9 @@ std::optional<std::string> validate_frame(std::span<const std::byte> bytes) {
     case FrameType::goodbye:
       if (h.length != 0) return fmt::format("goodbye frame with length {}", h.length);
       break;
+    case FrameType::announce:
+      if (h.length != 0) return fmt::format("announce frame with length {}", h.length);
+      break;
     case FrameType::abort:
       if (h.length > kMaxAbortReason)
         return fmt::format("abort reason of {} bytes exceeds {}", h.length, kMaxAbortReason);

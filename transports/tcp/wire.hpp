@@ -29,7 +29,9 @@ inline constexpr uint64_t kMaxAbortReason = 4096;
 // allocate or wait for terabytes).
 inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
 
-enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3 };
+// announce: the call a rank waits in (tag and signature, no payload), sent to
+// the peers it waits on when a wait is long (Transport::announce).
+enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3, announce = 4 };
 
 struct FrameHeader {
   uint32_t magic;

@@ -47,13 +47,17 @@ void UcxTransport::handle_control(int peer, const ControlMessage& msg, std::size
     }
     case ControlType::abort: {
       // The reason is the peer's own first error; keep its code when it is one.
-      std::string reason(msg.reason, msg.header.length);
+      std::string reason;
+      Spared spared;
+      if (!decode_notice({msg.reason, msg.header.length}, reason, spared))
+        reason = fmt::format("rank {} sent a malformed failure notice", peer);
       auto code = static_cast<chorus_result_t>(msg.header.code);
       if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_) code = CHORUS_ERR_ABORTED;
       log().debug("rank {}: rank {} reports: {}", options_.rank, peer, reason);
       // Pass it on unchanged, so every rank learns the first failure even if
       // the reporting rank exits before the others hear from it.
-      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer));
+      fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer),
+                             spared);
       break;
     }
   }
@@ -96,17 +100,19 @@ void UcxTransport::peer_failed_locked(int peer, const std::string& why) {
   }
   std::string message = fmt::format("peer failure: rank {} failed: {}", peer, why);
   log().error("{}", message);
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message);
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
 }
 
-void UcxTransport::fail_all_locked(std::exception_ptr error) {
+void UcxTransport::fail_all_locked(std::exception_ptr error, const Spared& spared) {
   if (!failure_) {
     failure_ = error;
+    spared_ = spared;
     failed_.store(true, std::memory_order_release);
   }
   for (auto& p : peers_)
     for (auto& [raw, op] : p.ops)
-      if (!op->drain && !op->control) fail_op(op.get(), failure_);
+      if (!op->drain && !op->control && !spared_.covers(op->tag(), op->signature()))
+        fail_op(op.get(), failure_);
 }
 
 // Fails everything here and tells every live peer why (an abort notice with
@@ -114,11 +120,11 @@ void UcxTransport::fail_all_locked(std::exception_ptr error) {
 // mistaken by the others for the rank that failed first. The notices are
 // pushed out by flush_notices_locked, outside event handling.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
-                                          const std::string& local_message) {
+                                          const std::string& local_message, const Spared& spared) {
   bool first = !failure_;
-  fail_all_locked(io_error(code, local_message.empty() ? message : local_message));
+  fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
   if (!first) return;
-  std::string text = message.substr(0, kMaxReason);
+  const std::string text = encode_notice(message, spared, kMaxReason);
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
     if (peer == options_.rank || !p.ep || p.gone || p.failure) continue;
@@ -152,31 +158,35 @@ void UcxTransport::flush_notices_locked() {
   flushing_ = false;
 }
 
-// Whether UCX still holds a receive buffer of `peer` (-1: of any peer).
-bool UcxTransport::recvs_in_ucx(int peer) const {
+// Whether UCX still holds a receive buffer of `peer` (-1: of any peer);
+// given_up_only: only of receives that have failed (a failure's spared
+// receives go on, holding their buffers).
+bool UcxTransport::recvs_in_ucx(int peer, bool given_up_only) const {
   for (int j = 0; j < options_.size; ++j) {
     if (peer >= 0 && j != peer) continue;
     for (const auto& [raw, op] : peers_[j].ops)
-      if (!op->is_send() && !op->drain && (op->lead || op->bulk)) return true;
+      if (!op->is_send() && !op->drain && (op->lead || op->bulk) && (!given_up_only || op->done()))
+        return true;
   }
   return false;
 }
 
-void UcxTransport::fail(chorus_result_t code, const std::string& message) {
+void UcxTransport::fail(chorus_result_t code, const std::string& message, const Spared& spared) {
   std::unique_lock lock(mu_);
-  fail_and_notify_locked(code, message);
+  fail_and_notify_locked(code, message, "", spared);
   process_events_locked();
   if (notices_pending_) flush_notices_locked();
   // Receives UCX matched before the cancel complete when their data is in;
   // return only once no receive buffer is in UCX's hands.
   auto deadline = Deadline::after(std::chrono::seconds(2));
   if (drive_until(
-          lock, [&] { return !recvs_in_ucx(-1); }, deadline))
+          lock, [&] { return !recvs_in_ucx(-1, true); }, deadline))
     return;
   for (int peer = 0; peer < options_.size; ++peer)
-    if (recvs_in_ucx(peer)) close_ep_locked(peer, true);
+    if (recvs_in_ucx(peer, true)) close_ep_locked(peer, true);
   if (!drive_until(
-          lock, [&] { return !recvs_in_ucx(-1); }, Deadline::after(std::chrono::milliseconds(500))))
+          lock, [&] { return !recvs_in_ucx(-1, true); },
+          Deadline::after(std::chrono::milliseconds(500))))
     log().warn("rank {}: after abort, UCX still holds receive buffers", options_.rank);
 }
 
@@ -261,8 +271,19 @@ void UcxTransport::check_failed() {
   if (failure_) std::rethrow_exception(failure_);
 }
 
-void UcxTransport::check_peer(int peer) {
-  check_failed();
+void UcxTransport::check_call(uint32_t tag, const CallSignature& sig) {
+  if (!failed_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);
+  if (failure_ && !spared_.covers(tag, sig)) std::rethrow_exception(failure_);
+}
+
+Spared UcxTransport::spared() const {
+  std::lock_guard lock(mu_);
+  return spared_;
+}
+
+void UcxTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {
+  check_call(tag, sig);
   CHORUS_CHECK(peer >= 0 && peer < options_.size, "no rank {} among {}", peer, options_.size);
   std::lock_guard lock(mu_);
   const Peer& p = peers_[static_cast<std::size_t>(peer)];

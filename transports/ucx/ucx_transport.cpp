@@ -90,7 +90,7 @@ RequestPtr UcxTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
                                  data.size());
   std::lock_guard lock(mu_);
   Peer& p = peers_[peer];
-  std::exception_ptr refusal = failure_ ? failure_ : p.failure;
+  std::exception_ptr refusal = refusal_locked(p, tag, sig);
   if (!refusal && (p.gone || p.said_goodbye || !p.ep))
     refusal = io_error(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} cannot send to rank {}: it "
                                                             "has left the job",
@@ -142,7 +142,7 @@ RequestPtr UcxTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
   auto op = std::make_shared<Op>(this, peer, false, tag, sig, data.data(), data.size());
   std::lock_guard lock(mu_);
   Peer& p = peers_[peer];
-  if (std::exception_ptr refusal = failure_ ? failure_ : p.failure) {
+  if (std::exception_ptr refusal = refusal_locked(p, tag, sig)) {
     op->completion().fail(refusal);
     return op;
   }

@@ -93,9 +93,11 @@ class UcxTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
-  void check_peer(int peer) override;
+  void check_call(uint32_t tag, const CallSignature& sig) override;
+  void check_peer(int peer, uint32_t tag, const CallSignature& sig) override;
+  Spared spared() const override;
   void close() override;
-  void fail(chorus_result_t code, const std::string& message) override;
+  void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
   // Fails every pending and later request involving `peer` (receives are
   // cancelled inside UCX, the endpoint is closed), e.g. when another channel
@@ -198,11 +200,17 @@ class UcxTransport final : public Transport {
   void adopt(const OpPtr& op);
   void close_ep_locked(int peer, bool force);
   void peer_failed_locked(int peer, const std::string& why);
-  void fail_all_locked(std::exception_ptr error);
+  void fail_all_locked(std::exception_ptr error, const Spared& spared);
+  // The failure of the transport, or of the peer, that a new request of this
+  // call meets (null: none).
+  std::exception_ptr refusal_locked(const Peer& p, uint32_t tag, const CallSignature& sig) const {
+    if (failure_ && !spared_.covers(tag, sig)) return failure_;
+    return p.failure;
+  }
   void fail_and_notify_locked(chorus_result_t code, const std::string& message,
-                              const std::string& local_message = "");
+                              const std::string& local_message, const Spared& spared);
   void flush_notices_locked();
-  bool recvs_in_ucx(int peer) const;
+  bool recvs_in_ucx(int peer, bool given_up_only = false) const;
   void drain_unexpected_locked();
   std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
                                     const CallSignature& mine, std::size_t my_bytes) const;
@@ -230,7 +238,7 @@ class UcxTransport final : public Transport {
   uint64_t self_start_ = 0;
   std::string boot_id_;
 
-  std::mutex mu_;  // guards everything below and every UCX call after set-up
+  mutable std::mutex mu_;  // guards everything below and every UCX call after set-up
   std::vector<Peer> peers_;
   std::vector<Event> events_;
   std::mutex ep_errors_mu_;  // endpoint errors, in case UCX reports one from its own thread
@@ -239,7 +247,8 @@ class UcxTransport final : public Transport {
   std::vector<OpPtr> notices_;      // abort notices still going out
   ControlMessage control_msg_{};    // where the posted control receive lands
   void* control_req_ = nullptr;
-  std::exception_ptr failure_;  // once set, every request fails with it
+  std::exception_ptr failure_;  // once set, every request fails with it...
+  Spared spared_;               // ...but those of the calls it spares
   std::atomic<bool> failed_{false};
   bool closing_ = false, tearing_down_ = false, flushing_ = false, notices_pending_ = false;
   bool wake_pending_ = false;
