@@ -254,7 +254,10 @@ CHORUS_API chorus_result_t chorus_irecv(chorus_comm_t comm, void* buf, size_t co
 CHORUS_API chorus_result_t chorus_comm_split(chorus_comm_t comm, int color, int key,
                                              chorus_comm_t* newcomm);
 
-/* Waits for completion; returns the operation's result. On CHORUS_ERR_TIMEOUT the
+/* Waits for completion; returns the operation's result. timeout_ms 0: as long as
+ * the operation's own deadline (CHORUS_TIMEOUT from its start) and 10 s more, so
+ * that an operation that times out returns its own CHORUS_ERR_TIMEOUT (and is
+ * freed). On a CHORUS_ERR_TIMEOUT of the wait itself the
  * request stays valid and may be waited on again (the operation goes on); so it
  * does when the arguments are refused (request NULL, timeout_ms negative).
  * Otherwise it is freed and *request set to NULL. A request outliving its

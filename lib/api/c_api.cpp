@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <unordered_set>
 
@@ -220,8 +221,15 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
       return;
     }
     finished = false;
+    // 0: the operation's own deadline (CHORUS_TIMEOUT from its start) decides;
+    // the wait gives it 10 s to spare, so that an operation that times out
+    // reports its own error (and is freed) instead of the wait timing out
+    // just before it.
     Deadline deadline =
-        timeout_ms == 0 ? lookup(r.owner).default_deadline() : Deadline::after_ms(timeout_ms);
+        timeout_ms == 0
+            ? Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::duration<double>(lookup(r.owner).config().timeout_s + 10.0)))
+            : Deadline::after_ms(timeout_ms);
     if (r.message) {
       // On a timeout the message stays posted (its buffer still lent to the
       // library) and the request valid, as for a collective.

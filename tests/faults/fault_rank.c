@@ -92,7 +92,12 @@ static chorus_result_t allreduce(chorus_comm_t comm, const void* send, void* rec
   chorus_request_t request = NULL;
   chorus_result_t rc = chorus_iallreduce(comm, send, recv, count, dtype, op, &request);
   if (rc != CHORUS_SUCCESS) return rc;
-  return chorus_wait(&request, timeout_ms);
+  rc = chorus_wait(&request, timeout_ms);
+  /* A wait that timed out leaves the operation running (and the request
+   * valid): the operation's own deadline ends it. */
+  for (int i = 0; i < 3 && rc == CHORUS_ERR_TIMEOUT && request != NULL; ++i)
+    rc = chorus_wait(&request, 0);
+  return rc;
 }
 
 static double timeout_s(void) {
@@ -147,15 +152,21 @@ int main(int argc, char** argv) {
     raise(SIGKILL);
   } else if (strcmp(fault, "exited") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
+    free(send);
+    free(recv);
     exit(0);
   } else if (strcmp(fault, "destroyed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     chorus_comm_destroy(comm);
+    free(send);
+    free(recv);
     return 0;
   } else if (strcmp(fault, "aborted") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     chorus_comm_abort(comm, "the fault suite's victim aborts");
     chorus_comm_destroy(comm);
+    free(send);
+    free(recv);
     return 0;
   } else if (strcmp(fault, "stalled") == 0) {
     if (faulty)
