@@ -18,6 +18,7 @@ RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> transpo
   for (const auto& t : transports_) {
     if (!name_.empty()) name_ += '+';
     name_ += t->name();
+    t->share_board(board_handle());  // the control channel answers from what the caller marks
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/core/error.hpp"
 
@@ -49,9 +51,6 @@ bool decode_notice(std::string_view payload, std::string& message, Spared& spare
 
 namespace {
 
-// How long a wait goes before it announces its call, and then how often.
-constexpr auto kAnnounceAfter = std::chrono::milliseconds(100);
-
 // The first request not yet done (null when all are), and whether any failed.
 Request* first_pending(std::span<const RequestPtr> requests, bool* any_failed) {
   Request* pending = nullptr;
@@ -97,16 +96,17 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
     // A long wait may be a mismatch that no message shows (ranks waiting on
     // each other in a cycle, each in another call): tell the peers waited on
     // which call this is, and look at what they said (Transport::announce).
-    auto announce_at = Clock::now() + kAnnounceAfter;
+    auto announce_at = Clock::now() + Transport::kAnnounceAfter;
     while (pending && !failed && !deadline.expired()) {
       transport.wait_for_progress(
           *pending,
           std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(10)));
       pending = first_pending(requests, &failed);
       if (pending && !failed && Clock::now() >= announce_at) {
-        announce_at = Clock::now() + kAnnounceAfter;
+        announce_at = Clock::now() + Transport::kAnnounceAfter;
         for (const auto& r : requests)
           if (r && !r->done()) transport.announce(r->peer(), r->tag(), r->signature());
+        transport.board().waiting(pending->tag(), pending->signature(), pending->peer());
         try {
           transport.check_announced(pending->tag(), pending->signature());
         } catch (...) {
@@ -121,12 +121,21 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
     if (r && r->completion().failed()) r->completion().rethrow_if_failed();
   if (pending) {
     std::string waiting;
+    std::vector<int> peers;
     for (const auto& r : requests) {
       if (!r || r->done()) continue;
       if (!waiting.empty()) waiting += ", ";
       waiting += fmt::format("{} rank {}", r->is_send() ? "send to" : "receive from", r->peer());
+      if (std::find(peers.begin(), peers.end(), r->peer()) == peers.end())
+        peers.push_back(r->peer());
     }
-    throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("rank {}: {} timed out waiting on {}",
+    // Where the peers waited on were comes first: it is what a user needs.
+    std::string where;
+    for (int peer : peers) {
+      if (!where.empty()) where += "; ";
+      where += transport.board().describe_peer(peer, pending->tag(), pending->signature());
+    }
+    throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("{}. rank {}: {} timed out waiting on {}", where,
                                                   transport.rank(), describe_call(), waiting));
   }
 }

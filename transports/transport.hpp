@@ -24,6 +24,7 @@
 #include "base/core/contract.hpp"
 #include "base/core/deadline.hpp"
 #include "include/chorus.h"
+#include "transports/call_board.hpp"
 
 namespace chorus {
 
@@ -145,12 +146,22 @@ class Transport {
   // deadline (ranks that wait on each other in a cycle exchange no data that
   // could show the mismatch). check_announced throws that mismatch if a peer
   // announced such a call.
+  static constexpr std::chrono::milliseconds kAnnounceAfter{100};  // and then how often
   virtual void announce(int peer, uint32_t tag, const CallSignature& sig) {
     (void)peer, (void)tag, (void)sig;
   }
   virtual void check_announced(uint32_t tag, const CallSignature& sig) { (void)tag, (void)sig; }
   // The calls the first failure spares (empty when none, or not failed).
   virtual Spared spared() const { return {}; }
+
+  // Where this rank and its peers are in their calls (CallBoard): the
+  // communicator marks its calls here; a transport that carries
+  // announcements answers each with this rank's progress and files the
+  // peers' answers, which a timed-out wait reports.
+  CallBoard& board() const { return *board_; }
+  // Transports that route over others give them their board.
+  void share_board(std::shared_ptr<CallBoard> board) { board_ = std::move(board); }
+  std::shared_ptr<CallBoard> board_handle() const { return board_; }
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
@@ -163,6 +174,9 @@ class Transport {
   virtual void fail(chorus_result_t code, const std::string& message, const Spared& spared) = 0;
   // fail(CHORUS_ERR_ABORTED, "rank R aborted: reason", nothing spared).
   void abort(const std::string& reason);
+
+ private:
+  std::shared_ptr<CallBoard> board_ = std::make_shared<CallBoard>();
 };
 
 // The error text every transport uses when a message does not fit its

@@ -333,6 +333,10 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
       }
     }
   }
+  // A long wait announces its call over the control channel, as waits on
+  // the transport do: the answers say where each peer is (for the timeout's
+  // report), and a peer waiting in another call there fails as a mismatch.
+  auto announce_at = Clock::now() + Transport::kAnnounceAfter;
   while (true) {
     // A peer that died, aborted or left (destroyed its communicator) ends
     // the wait at once: none of them will ever post its part.
@@ -341,6 +345,12 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
         if (r != rank_)
           spec.control->check_peer(named(r), spec.tag, spec.call ? *spec.call : CallSignature{});
     if (spec.call) check_announcements(*spec.call);
+    if (spec.control && spec.call && Clock::now() >= announce_at) {
+      announce_at = Clock::now() + Transport::kAnnounceAfter;
+      for (int r = 0; r < layout_.ranks; ++r)
+        if (r != rank_) spec.control->announce(named(r), spec.tag, *spec.call);
+      spec.control->check_announced(spec.tag, *spec.call);
+    }
     if (spec.deadline.expired()) timed_out();
     const Watch w = watch();
     // Counted before the last look: a poster that changes the word after it
@@ -395,10 +405,11 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
     auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
     auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers}; };
     wait_until(ready, watch, spec, [&] {
-      throw IoError(CHORUS_ERR_TIMEOUT,
-                    fmt::format("rank {}: {} timed out in shared memory waiting for rank {} to "
-                                "post its input (mail call {})",
-                                named(rank_), describe(sig), named(r), call));
+      throw IoError(
+          CHORUS_ERR_TIMEOUT,
+          fmt::format("{}rank {}: {} timed out in shared memory waiting for rank {} to "
+                      "post its input (mail call {})",
+                      where_are({named(r)}, spec), named(rank_), describe(sig), named(r), call));
     });
     const uint64_t posted = m.posted.load(std::memory_order_acquire);
     CHORUS_CHECK(posted == call + 1, "rank {} posted mail call {} while rank {} waits for {}", r,
@@ -422,10 +433,18 @@ void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) cons
   for (int r = 0; r < layout_.ranks; ++r)
     if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(named(r));
   throw IoError(CHORUS_ERR_TIMEOUT,
-                fmt::format("rank {}: {} timed out in shared memory waiting for the {} of "
+                fmt::format("{}rank {}: {} timed out in shared memory waiting for the {} of "
                             "rank(s) {} (step {})",
-                            named(rank_), spec.call ? describe(*spec.call) : std::string("wait"),
+                            where_are(lagging, spec), named(rank_),
+                            spec.call ? describe(*spec.call) : std::string("wait"),
                             names[static_cast<int>(c)], fmt::join(lagging, ", "), value));
+}
+
+std::string Domain::where_are(const std::vector<int>& ranks, const WaitSpec& spec) const {
+  if (!spec.control || !spec.call) return {};
+  std::string out;
+  for (int r : ranks) out += spec.control->board().describe_peer(r, spec.tag, *spec.call) + ". ";
+  return out;
 }
 
 }  // namespace chorus::shm

@@ -78,10 +78,6 @@ Communicator::Communicator(CommSetup setup)
   cost_model_ = CostModel::defaults(static_cast<int>(on_host.size()), cpus);
   for (auto& k : cache_key_) k.store(kNoChoice);
   link_->users.fetch_add(1);
-  {
-    std::lock_guard lock(link_->mu);
-    link_->finished[id_] = &executed_seq_;
-  }
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -232,14 +228,18 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CollectiveContext ctx =
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
                               Spin{config_.spin_us, cost_model_.oversubscribed});
+  CallBoard& board = link_->transport->board();
+  board.enter(world_.tag, sig);
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
     body(ctx);
+    board.leave(world_.tag, sig, true);
     return nullptr;
   } catch (const Error& e) {
     log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
+    board.leave(world_.tag, sig, false);
     fail(e.code(), e.what());
     const std::string message = with_local_ranks(e.what());
     if (dynamic_cast<const IoError*>(&e)) return io_error(e.code(), message);
@@ -248,6 +248,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return std::make_exception_ptr(InvariantError(message));
   } catch (const std::exception& e) {
     std::string message = fmt::format("{} failed: {}", describe(sig), e.what());
+    board.leave(world_.tag, sig, false);
     fail(CHORUS_ERR_INTERNAL, message);
     return std::make_exception_ptr(InvariantError(message));
   }
@@ -279,7 +280,7 @@ void Communicator::fail(chorus_result_t code, const std::string& message) {
     if (abort_reason_.empty()) abort_reason_ = message;
     aborted_.store(true, std::memory_order_release);
   }
-  link_->transport->fail(code, message, link_->spared_calls());
+  link_->transport->fail(code, message, link_->transport->board().spared());
 }
 
 void Communicator::destroy() {
@@ -307,10 +308,6 @@ void Communicator::destroy() {
   work_cv_.notify_all();
   lock.unlock();
   if (worker_.joinable()) worker_.join();
-  {
-    std::lock_guard lock(link_->mu);
-    link_->finished.erase(id_);
-  }
   // The connections go with the last communicator of the link (split
   // relatives share them).
   if (link_->users.fetch_sub(1) == 1) link_->transport->close();

@@ -41,20 +41,12 @@ struct Link {
   std::string store_prefix;      // this job's namespace in the store ("comm1/")
   std::string job_token;         // names shared-memory segments
 
-  std::mutex mu;              // guards next_comm_id and finished
+  std::mutex mu;              // guards next_comm_id
   uint32_t next_comm_id = 1;  // the lowest id no communicator on this rank has used
   std::atomic<int> users{0};  // live communicators on this link
-  // Per live communicator id, the last call it finished: a failure here
-  // spares those calls at the peers (Spared), on every communicator of the
-  // link, since they all fail together.
-  std::map<uint32_t, const std::atomic<uint64_t>*> finished;
-
-  Spared spared_calls() {
-    std::lock_guard lock(mu);
-    Spared s;
-    for (const auto& [id, seq] : finished) s.entries.push_back({id, seq->load()});
-    return s;
-  }
+  // The last call each communicator finished, and the one it is in, are on
+  // transport->board(): a failure here spares the finished ones at the peers
+  // (Spared), on every communicator of the link, since they all fail together.
 };
 
 }  // namespace chorus

@@ -113,6 +113,21 @@ def run_case(args, fault, transport, size, np, form):
     late = {r: lag for r, lag in lags.items() if lag > bound_ms}
     if late:
         problems.append(f"late verdicts (ms after the fault, bound {bound_ms}): {late}")
+    # The stuck-rank report: a timeout says where the rank that was not there
+    # was, first (it had finished the barrier, #2, and was in no call), or
+    # which peer a rank in the same call waited on.
+    if fault in ("stalled", "early-timeout"):
+        absent = victim if fault == "stalled" else None
+        for r, (c, _, msg) in sorted(verdicts.items()):
+            if c != 3:
+                continue
+            first = msg.split(". ")[0]
+            named = re.search(r"rank (\d+) is in no call: the last it finished is barrier #2", first)
+            via = re.search(r"is in this call too \(#3\), waiting on rank (\d+)", first)
+            who = int(named.group(1)) if named else int(via.group(1)) if via else None
+            if who is None or (absent is not None and who != absent) or \
+                    (fault == "early-timeout" and who == victim):
+                problems.append(f"rank {r}'s timeout does not begin with where the absent rank was: {msg[:200]}")
     if re.search(r"WRONG", out):
         problems.append("a wrong result")
     return {

@@ -249,6 +249,60 @@ TEST_CASE("tcp: a peer that announces another call with the same number is a mis
   close_world(world);
 }
 
+TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-rank report)") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "stuck/");
+  const uint32_t tag = (5u << Spared::kSpaceShift) | 1;
+  // Rank 1 finished a barrier #40 and is still in broadcast #41; rank 2
+  // finished #40 and is in no call; rank 0 waits on both in allreduce #42.
+  CallSignature barrier = sig_of(40, 0), broadcast = sig_of(41, 4), mine = sig_of(42, 16);
+  barrier.kind = static_cast<uint8_t>(CollectiveKind::barrier);
+  broadcast.kind = static_cast<uint8_t>(CollectiveKind::broadcast);
+  for (int r : {1, 2}) {
+    world[r]->board().enter(tag, barrier);
+    world[r]->board().leave(tag, barrier, true);
+  }
+  world[1]->board().enter(tag, broadcast);
+  std::vector<std::byte> a(16 * 4), b(16 * 4);
+  std::vector<RequestPtr> recvs{world[0]->irecv(1, tag, mine, a), world[0]->irecv(2, tag, mine, b)};
+  std::string message;
+  try {
+    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(600)), Spin{}, mine);
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+    message = e.what();
+  }
+  INFO(message);
+  // The peers' whereabouts come first, then the call that timed out.
+  CHECK(message.rfind("rank 1 is still in broadcast #41", 0) == 0);
+  CHECK_THAT(message,
+             Catch::Contains("rank 2 is in no call: the last it finished is barrier #40") &&
+                 Catch::Contains("rank 0: allreduce #42") &&
+                 Catch::Contains("timed out waiting on receive from rank 1, receive "
+                                 "from rank 2"));
+  // A peer that never answered is said to be so, not guessed at.
+  CallBoard board;
+  CHECK(board.describe_peer(4, tag, mine) == "rank 4 did not report where it is");
+  // Every other state, as a report would file it.
+  CallSignature later = sig_of(43, 16);
+  board.heard(4, tag, CallProgress{mine, barrier, 2});
+  CHECK_THAT(board.describe_peer(4, tag, mine),
+             Catch::StartsWith("rank 4 is in this call too (#42), waiting on rank 2, as of"));
+  board.heard(4, tag, CallProgress{later, mine, -1});
+  CHECK_THAT(board.describe_peer(4, tag, mine),
+             Catch::StartsWith("rank 4 is already in allreduce #43"));
+  board.heard(4, tag, CallProgress{CallSignature{}, mine, -1});
+  CHECK_THAT(board.describe_peer(4, tag, mine),
+             Catch::StartsWith("rank 4 has finished allreduce #42"));
+  board.heard(4, tag, CallProgress{});
+  CHECK_THAT(board.describe_peer(4, tag, mine),
+             Catch::StartsWith("rank 4 is in no call: it has not started one"));
+  // Reports are per tag space.
+  CHECK(board.describe_peer(4, (6u << Spared::kSpaceShift) | 1, mine) ==
+        "rank 4 did not report where it is");
+  close_world(world);
+}
+
 TEST_CASE("failure notices: the spared calls and the message survive the wire") {
   const Spared spared{{{1, 41}, {7, 0}, {2047, ~uint64_t(0) >> 1}}};
   std::string message;

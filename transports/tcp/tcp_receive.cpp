@@ -123,6 +123,7 @@ void TcpTransport::on_header(int peer) {
   if (type == FrameType::data && !refused && rx.length >= options_.hold_back_min &&
       !has_posted_locked(p)) {
     rx.awaiting_recv = true;
+    rx.parked_since = Clock::now();
     update_interest(peer);
     return;
   }
@@ -138,10 +139,22 @@ void TcpTransport::finish_payload(int peer) {
   RxState& rx = p.rx;
   rx.in_payload = false;
   switch (static_cast<FrameType>(rx.header.type)) {
-    case FrameType::announce:
+    case FrameType::announce: {
       p.announced = rx.header;
       announcements_.fetch_add(1, std::memory_order_release);
+      // The peer waits on this rank: tell it where this rank is (CallBoard).
+      send_status_locked(peer, rx.header.tag);
       break;
+    }
+    case FrameType::status: {
+      StatusPayload payload;
+      std::memcpy(&payload, rx.holding.data(), sizeof payload);  // its length was checked
+      CallProgress theirs{rx.header.sig, payload.finished, -1};
+      if (payload.waiting_on >= 0 && payload.waiting_on < options_.size)
+        theirs.waiting_on = payload.waiting_on;
+      board().heard(peer, rx.header.tag, theirs);
+      break;
+    }
     case FrameType::goodbye: {
       p.said_goodbye = true;
       departed_.fetch_add(1, std::memory_order_release);

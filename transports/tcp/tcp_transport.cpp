@@ -217,6 +217,7 @@ void TcpTransport::progress_loop() {
     std::lock_guard lock(mu_);
     if (count > 0) process_events(events, count);
     if (!strangers_.empty()) expire_strangers();
+    report_parked_locked();
   }
 }
 
@@ -425,6 +426,32 @@ void TcpTransport::announce(int peer, uint32_t tag, const CallSignature& sig) {
   SendOp op;
   op.header = make_frame(FrameType::announce, tag, 0, sig);
   enqueue_locked(peer, std::move(op));
+  report_parked_locked();  // this rank's waiters stand in for the progress thread
+}
+
+void TcpTransport::send_status_locked(int peer, uint32_t tag) {
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (failure_ || p.gone || !p.fd) return;
+  const CallProgress mine = board().progress(tag);
+  const StatusPayload payload{mine.finished, mine.waiting_on, 0};
+  SendOp op;
+  op.header = make_frame(FrameType::status, tag, sizeof payload, mine.current);
+  op.owned.resize(sizeof payload);
+  std::memcpy(op.owned.data(), &payload, sizeof payload);
+  enqueue_locked(peer, std::move(op));
+  p.status_sent = Clock::now();
+}
+
+void TcpTransport::report_parked_locked() {
+  const auto now = Clock::now();
+  if (now < next_parked_check_) return;
+  next_parked_check_ = now + kAnnounceAfter / 2;
+  for (int peer = 0; peer < options_.size; ++peer) {
+    const Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.rx.awaiting_recv && now - p.rx.parked_since >= kAnnounceAfter &&
+        now - p.status_sent >= kAnnounceAfter)
+      send_status_locked(peer, p.rx.header.tag);
+  }
 }
 
 void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {

@@ -114,6 +114,7 @@ class TcpTransport final : public Transport {
     // the receive is posted (TCP flow control holds the sender back), so large
     // payloads never land in freshly allocated memory and are never copied twice.
     bool awaiting_recv = false;
+    Clock::time_point parked_since;  // when awaiting_recv was set
     std::vector<std::byte> holding;  // unexpected payload or abort reason
   };
   struct Peer {
@@ -126,6 +127,7 @@ class TcpTransport final : public Transport {
     std::map<uint32_t, std::deque<PostedRecv>> posted;
     std::map<uint32_t, std::deque<Unexpected>> unexpected;
     std::optional<FrameHeader> announced;  // the call it last said it waits in
+    Clock::time_point status_sent;         // when this rank last told it where it is
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
@@ -167,6 +169,12 @@ class TcpTransport final : public Transport {
   std::exception_ptr mismatch_error(int peer, const CallSignature& theirs, std::size_t their_bytes,
                                     const CallSignature& mine, std::size_t my_bytes) const;
   bool io_in_flight_locked() const;
+  // A status frame (where this rank is in tag's space: CallBoard) to peer.
+  void send_status_locked(int peer, uint32_t tag);
+  // A frame parked in the socket for long holds back everything its sender
+  // sends after it, announcements included: that sender waits on this rank
+  // and cannot ask where it is, so it is told unasked (every kAnnounceAfter).
+  void report_parked_locked();
   void progress_loop();
 
   TcpOptions options_;
@@ -186,6 +194,7 @@ class TcpTransport final : public Transport {
   std::atomic<int> announcements_{0};     // announce frames received (read without mu_)
   std::atomic<int> departed_{0};          // peers that said goodbye or are gone (no mu_)
   bool closing_ = false;
+  Clock::time_point next_parked_check_;
 
   std::atomic<uint32_t> spinners_{0};  // waiters polling; the progress thread stands aside
   std::atomic<bool> stop_{false};

@@ -49,6 +49,10 @@ std::optional<std::string> validate_frame(std::span<const std::byte> bytes) {
     case FrameType::announce:
       if (h.length != 0) return fmt::format("announce frame with length {}", h.length);
       break;
+    case FrameType::status:
+      if (h.length != sizeof(StatusPayload))
+        return fmt::format("status frame with length {} (not {})", h.length, sizeof(StatusPayload));
+      break;
     case FrameType::abort:
       if (h.length > kMaxAbortReason)
         return fmt::format("abort reason of {} bytes exceeds {}", h.length, kMaxAbortReason);

@@ -31,7 +31,18 @@ inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
 
 // announce: the call a rank waits in (tag and signature, no payload), sent to
 // the peers it waits on when a wait is long (Transport::announce).
-enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3, announce = 4 };
+// status: the answer to an announce: in the announce's tag space, the call the
+// answering rank is in (the header's signature; seq 0: none) and, as the
+// payload (StatusPayload), the last call it finished and the peer it waits on
+// (CallBoard).
+enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3, announce = 4, status = 5 };
+
+struct StatusPayload {
+  CallSignature finished;
+  int32_t waiting_on;  // -1: not known
+  uint32_t reserved;
+};
+static_assert(sizeof(StatusPayload) == 40);
 
 struct FrameHeader {
   uint32_t magic;

@@ -1,0 +1,76 @@
+// The call board: where this rank and its peers are in each communicator's
+// calls, for the stuck-rank report.
+//
+// Terms:
+//   space     a communicator's tag space (tag >> Spared::kSpaceShift): its
+//             collectives share one sequence of call numbers
+//   progress  per space, the call a rank is in (seq 0: none) and the last
+//             call it finished
+//   report    a peer's progress as it last told it, and when
+//
+// How reports travel: a wait that has lasted a while announces its call to
+// the peers it waits on (Transport::announce); a transport that carries
+// announcements answers each with this rank's progress in that space (TCP: a
+// status frame), and the waiter keeps the answer here. When the waiter's
+// deadline passes, its error says for each peer it waited on where that peer
+// was: "rank 3 is still in allreduce #41 (...)" instead of only "timed out".
+//
+// The communicator marks its own calls (enter / leave). Transports that route
+// over others share one board, so the channel that answers reads the
+// progress the communicator marked.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "base/core/contract.hpp"
+
+namespace chorus {
+
+struct Spared;
+
+struct CallProgress {
+  CallSignature current{};   // the call the rank is in; seq 0: in none
+  CallSignature finished{};  // the last call it finished; seq 0: none yet
+  int32_t waiting_on = -1;   // in `current`, the peer its long wait is on (-1: not known)
+};
+
+class CallBoard {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Report {
+    CallProgress progress;
+    Clock::time_point when;
+  };
+
+  void enter(uint32_t tag, const CallSignature& sig);
+  // `finished`: the call succeeded here (a failed call is left, not finished).
+  void leave(uint32_t tag, const CallSignature& sig, bool finished);
+  // In the call it is in, this rank's wait has lasted a while, on `peer`.
+  void waiting(uint32_t tag, const CallSignature& sig, int peer);
+  CallProgress progress(uint32_t tag) const;
+  // Per space, the last call finished: what a failure here spares (Spared).
+  Spared spared() const;
+
+  void heard(int peer, uint32_t tag, const CallProgress& progress);
+  std::optional<Report> report(int peer, uint32_t tag) const;
+  // "rank 3 is still in allreduce #41 (...), as of 0.1 s ago": where `peer`
+  // was, by its last report, relative to this rank's call `mine`.
+  std::string describe_peer(int peer, uint32_t tag, const CallSignature& mine) const;
+
+  static uint32_t space_of(uint32_t tag);
+
+ private:
+  // A leaf: taken under the transports' own locks, never held while taking
+  // another.
+  mutable std::mutex mu_;
+  std::map<uint32_t, CallProgress> own_;                 // by space
+  std::map<std::pair<int, uint32_t>, Report> reported_;  // by (peer, space)
+};
+
+}  // namespace chorus
