@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev                      # benchmark comparison only
   iproute2 procps psmisc python3                  # test helpers (netns, pgrep, killall)
   clang-format
+  clang-14 libclang-rt-14-dev                     # fuzz targets (libFuzzer; suite fuzz)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -17,8 +17,9 @@
 # - a build directory left from an earlier run is reconfigured with this
 #   run's options, and checked to have them, before it is reused.
 #
-# Environment: TEST_SUITES (default "release asan"), MESON_TEST_ARGS (extra
-# arguments for meson test, e.g. "--suite chorus coll-tcp").
+# Environment: TEST_SUITES (default "release asan fuzz"), MESON_TEST_ARGS (extra
+# arguments for meson test, e.g. "--suite chorus coll-tcp"), FUZZ_SECONDS (how
+# long each fuzz target of suite fuzz runs, default 25; tests/fuzz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
@@ -30,14 +31,18 @@ skipped=0
 wrapper=$(pwd)/scripts/test-wrapper.sh
 
 # run_suite DIR KEY=VALUE...: the options are given to meson setup as -D and
-# checked afterwards.
+# checked afterwards. SETUP_ENV (e.g. "CC=clang-14 CXX=clang++-14"): the
+# environment of meson setup; SUITE_TEST_ARGS: more arguments for meson test.
 run_suite() {
   local dir=$1; shift
   local opts=() pair
   for pair in "$@"; do opts+=("-D$pair"); done
   echo "=== build $dir ($*)"
-  local setup=(meson setup "$dir" "${opts[@]}")
-  [ -f "$dir/build.ninja" ] && setup=(meson setup --reconfigure "$dir" "${opts[@]}")
+  # shellcheck disable=SC2206
+  local setup=(env ${SETUP_ENV:-} meson setup "$dir" "${opts[@]}")
+  # shellcheck disable=SC2206
+  [ -f "$dir/build.ninja" ] &&
+    setup=(env ${SETUP_ENV:-} meson setup --reconfigure "$dir" "${opts[@]}")
   if ! "${setup[@]}" >"$dir.setup.log" 2>&1; then
     cat "$dir.setup.log"; echo "FAILED: meson setup of $dir"; failed=$((failed + 1)); return
   fi
@@ -51,7 +56,7 @@ run_suite() {
   rm -f "$dir"/meson-logs/testlog*.json
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs --num-processes 2 --wrapper "$wrapper" \
-    ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1
+    ${SUITE_TEST_ARGS:-} ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1
   local meson_rc=$?
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
   local skip_args=() name
@@ -80,11 +85,14 @@ run_suite() {
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for suite in ${TEST_SUITES:-release asan}; do
+for suite in ${TEST_SUITES:-release asan fuzz}; do
   case $suite in
     release) run_suite build-release buildtype=release b_sanitize=none ucx=enabled ;;
     asan) run_suite build-asan buildtype=debugoptimized b_sanitize=address,undefined \
             b_lundef=false ucx=enabled ;;
+    fuzz) SETUP_ENV="CC=clang-14 CXX=clang++-14" SUITE_TEST_ARGS="--suite fuzz" \
+            run_suite build-fuzz buildtype=debugoptimized fuzz=enabled \
+            fuzz_seconds="${FUZZ_SECONDS:-25}" ;;
     *) echo "FAILED: unknown suite $suite"; failed=$((failed + 1)) ;;
   esac
 done
