@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -46,7 +47,16 @@ FAULTS = {
     "root": (5, True, FAST_MS),
     "bad-argument": (1, True, FAST_MS),
     "allgather-in-place": (1, True, FAST_MS),
+    "wrong-token": (0, True, FAST_MS),
+    "malformed-frame": (4, True, FAST_MS),
+    "truncated": (4, True, FAST_MS),
+    # No verdicts: chorusrun's guard kills every rank; the bound is on the
+    # last rank's death, and the store (hosted by chorusrun) goes with it.
+    "launcher-killed": (None, True, FAST_MS),
 }
+# Faults that need the connections to be the transport's own TCP sockets
+# (fault_rank.c finds them by the process's sockets): not over UCX.
+TCP_ONLY = {"malformed-frame", "truncated"}
 # Cases whose cause is known and not fixed yet: reported as "open" with the
 # reason, not counted as failures; one that passes is reported so that the
 # entry goes. Keys: (fault, transport, size, np), None matching any.
@@ -67,6 +77,42 @@ VERDICT = re.compile(r"^(?:\[\d+\] )?verdict (\d+) (-?\d+) (\d+) :: (.*)$")
 FAULT = re.compile(r"^(?:\[\d+\] )?fault (\d+) (\d+)$")
 
 
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run_launcher_killed(cmd, env, limit):
+    """Starts the job, SIGKILLs chorusrun once the ranks are in the call, and
+    returns (stdout, stderr, hung, {rank: ms after the kill it was gone})."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, pids, deadline = [], {}, time.time() + limit
+    for line in proc.stdout:
+        out.append(line)
+        m = re.match(r"^(?:\[\d+\] )?pid (\d+) (\d+)$", line.strip())
+        if m:
+            pids[int(m.group(1))] = int(m.group(2))
+        if FAULT.match(line.strip()) or time.time() > deadline:
+            break
+    time.sleep(0.3)  # the others are inside the call now
+    killed_at = time.time()
+    proc.kill()
+    gone = {}
+    while len(gone) < len(pids) and time.time() < killed_at + limit:
+        for r, pid in pids.items():
+            if r not in gone and not pid_alive(pid):
+                gone[r] = int((time.time() - killed_at) * 1000)
+        time.sleep(0.01)
+    rest = proc.communicate()
+    survivors = [pid for r, pid in pids.items() if r not in gone]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    return "".join(out) + rest[0], rest[1], bool(survivors), gone
+
+
 def run_case(args, fault, transport, size, np, form):
     code, victim_calls, bound_ms = FAULTS[fault]
     victim = 0 if np == 2 else np - 1  # the first rank and the last both get to fail
@@ -76,6 +122,19 @@ def run_case(args, fault, transport, size, np, form):
     cmd = [args.chorusrun, "-np", str(np), args.rank, fault, str(victim), str(SIZES[size]), form]
     started = time.time()
     limit = 4 * timeout_s + 30  # a hang: far past any deadline the job has
+    if fault == "launcher-killed":
+        out, err, survived, gone = run_launcher_killed(cmd, env, limit)
+        problems = [] if len(gone) == np else [f"ranks never seen or survived: {np - len(gone)}"]
+        if survived:
+            problems.append("rank processes survived chorusrun")
+        late = {r: ms for r, ms in gone.items() if ms > bound_ms}
+        if late:
+            problems.append(f"ranks outlived chorusrun by more than {bound_ms} ms: {late}")
+        return {
+            "fault": fault, "transport": transport, "size": size, "np": np, "form": form,
+            "expected": None, "codes": {r: "killed" for r in gone}, "lag_ms": gone,
+            "messages": {}, "problems": problems, "stdout": out[-3000:], "stderr": err[-3000:],
+        }
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)
         out, err, hung = proc.stdout, proc.stderr, False
@@ -128,6 +187,10 @@ def run_case(args, fault, transport, size, np, form):
             if who is None or (absent is not None and who != absent) or \
                     (fault == "early-timeout" and who == victim):
                 problems.append(f"rank {r}'s timeout does not begin with where the absent rank was: {msg[:200]}")
+    if fault == "wrong-token":
+        for what in ("store", "hello"):
+            if not re.search(rf"refused {what} {victim} 1", out):
+                problems.append(f"the stranger with a wrong token was not refused by the {what}")
     if re.search(r"WRONG", out):
         problems.append("a wrong result")
     return {
@@ -158,6 +221,8 @@ def main():
           f"{'codes (rank:code)':<24} {'slowest ms':>10}  result")
     for fault in faults:
         for transport in args.transports.split(","):
+            if fault in TCP_ONLY and transport not in ("tcp", "shm"):
+                continue
             for size in args.sizes.split(","):
                 for np in (int(n) for n in args.np.split(",")):
                     # Two ranks wait blocking, three non-blocking: both forms
