@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <thread>
+
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -10,39 +13,87 @@ uint32_t CallBoard::space_of(uint32_t tag) {
   return tag >> Spared::kSpaceShift;
 }
 
-void CallBoard::enter(uint32_t tag, const CallSignature& sig) {
-  std::lock_guard lock(mu_);
-  CallProgress& p = own_[space_of(tag)];
-  p.current = sig;
-  p.waiting_on = -1;
+CallProgress CallBoard::Slot::load_relaxed() const {
+  uint64_t w[kWords];
+  for (std::size_t i = 0; i < kWords; ++i) w[i] = words_[i].load(std::memory_order_relaxed);
+  CallProgress p;
+  std::memcpy(static_cast<void*>(&p), w, sizeof p);
+  return p;
 }
 
-void CallBoard::leave(uint32_t tag, const CallSignature& sig, bool finished) {
-  std::lock_guard lock(mu_);
-  CallProgress& p = own_[space_of(tag)];
+void CallBoard::Slot::write(const CallProgress& p) {
+  uint64_t w[kWords] = {};
+  std::memcpy(w, static_cast<const void*>(&p), sizeof p);
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (std::size_t i = 0; i < kWords; ++i) words_[i].store(w[i], std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+}
+
+CallProgress CallBoard::Slot::read() const {
+  while (true) {
+    const uint64_t before = version_.load(std::memory_order_acquire);
+    if (before & 1) {  // a write of a few words is under way (its thread may be preempted)
+      std::this_thread::yield();
+      continue;
+    }
+    const CallProgress p = load_relaxed();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (version_.load(std::memory_order_relaxed) == before) return p;
+  }
+}
+
+void CallBoard::Slot::enter(const CallSignature& sig) {
+  CallProgress p = load_relaxed();
+  p.current = sig;
+  p.waiting_on = -1;
+  write(p);
+}
+
+void CallBoard::Slot::leave(const CallSignature& sig, bool finished) {
+  CallProgress p = load_relaxed();
   if (p.current.seq == sig.seq) {
     p.current = CallSignature{};
     p.waiting_on = -1;
   }
   if (finished && sig.seq > p.finished.seq) p.finished = sig;
+  write(p);
+}
+
+void CallBoard::Slot::waiting(const CallSignature& sig, int peer) {
+  CallProgress p = load_relaxed();
+  if (p.current.seq != sig.seq || p.waiting_on == peer) return;
+  p.waiting_on = peer;
+  write(p);
+}
+
+CallBoard::Slot& CallBoard::slot(uint32_t tag) {
+  std::lock_guard lock(mu_);
+  return own_[space_of(tag)];
 }
 
 void CallBoard::waiting(uint32_t tag, const CallSignature& sig, int peer) {
-  std::lock_guard lock(mu_);
-  CallProgress& p = own_[space_of(tag)];
-  if (p.current.seq == sig.seq) p.waiting_on = peer;
+  Slot* s = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = own_.find(space_of(tag));
+    if (it == own_.end()) return;
+    s = &it->second;
+  }
+  s->waiting(sig, peer);
 }
 
 CallProgress CallBoard::progress(uint32_t tag) const {
   std::lock_guard lock(mu_);
   auto it = own_.find(space_of(tag));
-  return it == own_.end() ? CallProgress{} : it->second;
+  return it == own_.end() ? CallProgress{} : it->second.read();
 }
 
 Spared CallBoard::spared() const {
   std::lock_guard lock(mu_);
   Spared s;
-  for (const auto& [space, p] : own_) s.entries.push_back({space, p.finished.seq});
+  for (const auto& [space, slot] : own_) s.entries.push_back({space, slot.read().finished.seq});
   return s;
 }
 

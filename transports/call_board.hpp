@@ -20,7 +20,10 @@
 // progress the communicator marked.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -48,10 +51,31 @@ class CallBoard {
     Clock::time_point when;
   };
 
-  void enter(uint32_t tag, const CallSignature& sig);
-  // `finished`: the call succeeded here (a failed call is left, not finished).
-  void leave(uint32_t tag, const CallSignature& sig, bool finished);
-  // In the call it is in, this rank's wait has lasted a while, on `peer`.
+  // This rank's progress in one space. Written on every call, so it takes no
+  // lock: one thread writes at a time (the one running the communicator's
+  // call; calls take turns), any may read (a sequence lock over atomic
+  // words: the writer never waits, a reader retries a torn read).
+  class Slot {
+   public:
+    void enter(const CallSignature& sig);
+    // `finished`: the call succeeded here (a failed call is left, not finished).
+    void leave(const CallSignature& sig, bool finished);
+    // In the call it is in, this rank's wait has lasted a while, on `peer`.
+    void waiting(const CallSignature& sig, int peer);
+    CallProgress read() const;
+
+   private:
+    static constexpr std::size_t kWords = (sizeof(CallProgress) + 7) / 8;
+    CallProgress load_relaxed() const;  // the writer's view: no torn read possible
+    void write(const CallProgress& p);
+    std::atomic<uint64_t> version_{0};  // odd while a write is under way
+    std::array<std::atomic<uint64_t>, kWords> words_{};
+  };
+
+  // The slot of tag's space, made on first use; it lives as long as the board.
+  Slot& slot(uint32_t tag);
+  // The same for the space's slot if it exists (waits on point-to-point tags
+  // have none).
   void waiting(uint32_t tag, const CallSignature& sig, int peer);
   CallProgress progress(uint32_t tag) const;
   // Per space, the last call finished: what a failure here spares (Spared).
@@ -67,9 +91,9 @@ class CallBoard {
 
  private:
   // A leaf: taken under the transports' own locks, never held while taking
-  // another.
+  // another. Guards the maps, not the slots' contents.
   mutable std::mutex mu_;
-  std::map<uint32_t, CallProgress> own_;                 // by space
+  std::map<uint32_t, Slot> own_;                         // by space (nodes never move)
   std::map<std::pair<int, uint32_t>, Report> reported_;  // by (peer, space)
 };
 

@@ -77,6 +77,7 @@ Communicator::Communicator(CommSetup setup)
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
   cost_model_ = CostModel::defaults(static_cast<int>(on_host.size()), cpus);
   for (auto& k : cache_key_) k.store(kNoChoice);
+  progress_ = &t.board().slot(world_.tag);
   link_->users.fetch_add(1);
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -228,18 +229,18 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CollectiveContext ctx =
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
                               Spin{config_.spin_us, cost_model_.oversubscribed});
-  CallBoard& board = link_->transport->board();
-  board.enter(world_.tag, sig);
+  CallBoard::Slot& board = *progress_;
+  board.enter(sig);
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
     body(ctx);
-    board.leave(world_.tag, sig, true);
+    board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {
     log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
-    board.leave(world_.tag, sig, false);
+    board.leave(sig, false);
     fail(e.code(), e.what());
     const std::string message = with_local_ranks(e.what());
     if (dynamic_cast<const IoError*>(&e)) return io_error(e.code(), message);
@@ -248,7 +249,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return std::make_exception_ptr(InvariantError(message));
   } catch (const std::exception& e) {
     std::string message = fmt::format("{} failed: {}", describe(sig), e.what());
-    board.leave(world_.tag, sig, false);
+    board.leave(sig, false);
     fail(CHORUS_ERR_INTERNAL, message);
     return std::make_exception_ptr(InvariantError(message));
   }

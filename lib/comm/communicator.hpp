@@ -46,6 +46,7 @@
 #include "collectives/team.hpp"
 #include "collectives/tuner/selection.hpp"
 #include "lib/comm/link.hpp"
+#include "transports/call_board.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -241,12 +242,15 @@ class Communicator {
   std::atomic<int> turn_waiters_{0};       // threads waiting on turn_cv_ (raised under mu_)
   std::atomic<uint64_t> next_seq_{1};      // sequence number of the next call
   std::atomic<uint64_t> executed_seq_{0};  // last sequence number that finished
-  std::deque<WorkPtr> queue_;              // asynchronous work not yet started (mu_)
-  std::atomic<std::size_t> queued_{0};     // queue_.size() (raised under mu_)
-  std::string abort_reason_;               // non-empty once aborted (mu_)
-  std::atomic<bool> aborted_{false};       // abort_reason_ is set
-  std::atomic<bool> destroyed_{false};     // destroy() began (set under mu_)
-  bool stop_worker_ = false;               // (mu_)
+  // Where this communicator's calls are, for the stuck-rank report and the
+  // calls a failure spares (the transport's CallBoard; it outlives us).
+  CallBoard::Slot* progress_ = nullptr;
+  std::deque<WorkPtr> queue_;           // asynchronous work not yet started (mu_)
+  std::atomic<std::size_t> queued_{0};  // queue_.size() (raised under mu_)
+  std::string abort_reason_;            // non-empty once aborted (mu_)
+  std::atomic<bool> aborted_{false};    // abort_reason_ is set
+  std::atomic<bool> destroyed_{false};  // destroy() began (set under mu_)
+  bool stop_worker_ = false;            // (mu_)
   std::thread worker_;
 };
 

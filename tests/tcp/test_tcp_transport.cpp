@@ -259,10 +259,10 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   barrier.kind = static_cast<uint8_t>(CollectiveKind::barrier);
   broadcast.kind = static_cast<uint8_t>(CollectiveKind::broadcast);
   for (int r : {1, 2}) {
-    world[r]->board().enter(tag, barrier);
-    world[r]->board().leave(tag, barrier, true);
+    world[r]->board().slot(tag).enter(barrier);
+    world[r]->board().slot(tag).leave(barrier, true);
   }
-  world[1]->board().enter(tag, broadcast);
+  world[1]->board().slot(tag).enter(broadcast);
   std::vector<std::byte> a(16 * 4), b(16 * 4);
   std::vector<RequestPtr> recvs{world[0]->irecv(1, tag, mine, a), world[0]->irecv(2, tag, mine, b)};
   std::string message;
@@ -297,6 +297,29 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   board.heard(4, tag, CallProgress{});
   CHECK_THAT(board.describe_peer(4, tag, mine),
              Catch::StartsWith("rank 4 is in no call: it has not started one"));
+  // A slot read while another thread writes it is never torn: every read is
+  // one of the states written (current and finished from the same write).
+  CallBoard::Slot& slot = board.slot(tag);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint64_t n = 1; !stop.load(); ++n) {
+      slot.enter(sig_of(n, n));
+      slot.leave(sig_of(n, n), true);
+    }
+  });
+  bool consistent = true;
+  for (int i = 0; i < 20000; ++i) {
+    const CallProgress p = slot.read();
+    if (p.current.seq != 0 &&
+        (p.current.count != p.current.seq || p.finished.seq + 1 != p.current.seq))
+      consistent = false;
+    if (p.current.seq == 0 && p.finished.count != p.finished.seq) consistent = false;
+  }
+  stop = true;
+  writer.join();
+  CHECK(consistent);
+  CHECK(board.spared().entries.size() == 1);
+  CHECK(board.spared().entries[0].finished == slot.read().finished.seq);
   // Reports are per tag space.
   CHECK(board.describe_peer(4, (6u << Spared::kSpaceShift) | 1, mine) ==
         "rank 4 did not report where it is");
