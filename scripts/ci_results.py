@@ -6,7 +6,7 @@
       (meson introspect): a stale build directory configured differently must
       never be reused as it is.
 
-  ci_results.py summary BUILD_DIR [--expect-skip NAME]...
+  ci_results.py summary BUILD_DIR [--expect-skip NAME]... [--only NAME]...
       Reads BUILD_DIR/meson-logs/testlog*.json (the newest) and the list of tests the build
       defines (meson test --list). Prints every test that did not pass, every
       skip with its reason, and every sanitizer report found in a test's
@@ -15,6 +15,16 @@
       UNEXPECTEDPASS, INTERRUPT, any other non-pass result, a passing test
       whose output holds a sanitizer report, a skip not named with
       --expect-skip, and every test the build defines that has no result.
+      With --only (a suite that runs a chosen subset on purpose), only the
+      tests named with --only must have a result; a name --only gives that
+      the build does not define is itself a failure.
+
+  ci_results.py targets BUILD_DIR NAME...
+      Prints (one a line) the ninja targets that the named tests need: their
+      executables and declared depends. Fails (exit 1) when the build defines
+      no test of a given name.
+
+NAME is a test's name with or without its project ("chorus:tcp" or "tcp").
 """
 import glob
 import json
@@ -59,6 +69,11 @@ def normalise(name):
     return name.replace(" / ", ":").strip()
 
 
+def named(name, wanted):
+    """Whether test NAME is one of WANTED, each "project:test" or "test"."""
+    return name.split(":", 1)[-1] in {w.split(":", 1)[-1] for w in wanted}
+
+
 def defined_tests(build_dir):
     out = subprocess.run(["meson", "test", "-C", build_dir, "--list"], check=True,
                          capture_output=True, text=True).stdout
@@ -75,7 +90,7 @@ def last_lines(text, n=5):
     return lines[-n:]
 
 
-def summary(build_dir, expected_skips):
+def summary(build_dir, expected_skips, only=None):
     # meson test names the log after its --wrapper (testlog-test-wrapper.sh.json):
     # the newest testlog*.json is this run's (test.sh removes older ones first).
     logs = glob.glob(os.path.join(build_dir, "meson-logs", "testlog*.json"))
@@ -104,6 +119,10 @@ def summary(build_dir, expected_skips):
     except (subprocess.CalledProcessError, OSError) as e:
         print(f"ci_results: cannot list the build's tests: {e}")
         defined = set()
+    unknown = []
+    if only and defined:
+        unknown = sorted(n for n in only if not any(named(d, {n}) for d in defined))
+        defined = {d for d in defined if named(d, only)}
 
     passed = failed = skipped = 0
     for name, (result, output) in sorted(results.items()):
@@ -131,6 +150,9 @@ def summary(build_dir, expected_skips):
     if not defined:
         failed += 1
         print("FAILED: the build defines no tests (or they could not be listed)")
+    for name in unknown:
+        failed += 1
+        print(f"FAILED {name}: named with --only but the build defines no such test")
     missing = sorted(defined - set(results))
     for name in missing:
         failed += 1
@@ -139,20 +161,49 @@ def summary(build_dir, expected_skips):
     return 0
 
 
+def print_targets(build_dir, names):
+    tests = introspect(build_dir, "--tests")
+    files = {t["id"]: t["filename"] for t in introspect(build_dir, "--targets")}
+    root = os.path.realpath(build_dir)
+    wanted = set()
+    bad = 0
+    for name in names:
+        matches = [t for t in tests if named(normalise(t["name"]), {name})]
+        if not matches:
+            print(f"ci_results: {build_dir} defines no test {name}", file=sys.stderr)
+            bad = 1
+        for t in matches:
+            paths = [p for dep in t.get("depends", []) for p in files.get(dep, [])]
+            paths += t["cmd"][:1]
+            for path in paths:
+                rel = os.path.relpath(os.path.realpath(path), root)
+                if not rel.startswith(".."):  # built here, not a system program
+                    wanted.add(rel)
+    for target in sorted(wanted):
+        print(target)
+    return bad
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "options":
         return check_options(argv[1], argv[2:])
     if len(argv) >= 2 and argv[0] == "summary":
         expected = set()
+        only = set()
         rest = argv[2:]
         while rest:
             if rest[0] == "--expect-skip" and len(rest) > 1:
                 expected.add(rest[1])
                 rest = rest[2:]
+            elif rest[0] == "--only" and len(rest) > 1:
+                only.add(rest[1])
+                rest = rest[2:]
             else:
                 print(f"ci_results: unknown argument {rest[0]}")
                 return 2
-        return summary(argv[1], expected)
+        return summary(argv[1], expected, only or None)
+    if len(argv) >= 3 and argv[0] == "targets":
+        return print_targets(argv[1], argv[2:])
     print(__doc__)
     return 2
 

@@ -17,8 +17,31 @@
 # - a build directory left from an earlier run is reconfigured with this
 #   run's options, and checked to have them, before it is reused.
 #
-# Environment: TEST_SUITES (default "release asan fuzz"), MESON_TEST_ARGS (extra
-# arguments for meson test, e.g. "--suite chorus coll-tcp"), FUZZ_SECONDS (how
+# Suite tsan (ThreadSanitizer, -O1 with line tables) builds only what its
+# tests need and runs the threaded ones, any TSan report failing the test
+# (TSAN_OPTIONS below; the only suppression, scripts/tsan.supp, is for
+# synchronisation inside the uninstrumented libstdc++):
+#   tcp               TCP transport: progress thread, thread ranks, failures;
+#   bootstrap         TCP store server threads and clients shared by threads,
+#                     file store across threads;
+#   c-api             communicators of thread ranks: worker thread, blocking
+#                     and non-blocking calls, waits/tests, p2p, split, abort;
+#                     over shared memory, TCP and UCX;
+#   ucx, ucx-tcp      UCX transport: progress thread, thread ranks (UCX itself
+#                     is not instrumented; UCX_MEM_EVENTS=no: UCX's madvise
+#                     hook crashes TSan's runtime when a thread exits);
+#   tsan-coll-inproc  coll_tests sliced by Catch2 tags: inproc transport,
+#                     failures, barrier, sequences, broadcast and gather sweeps;
+#   tsan-coll-tcp     coll_tests_tcp sliced: ring allreduce (not [large]),
+#                     reduce_scatter, allgather, broadcast, reduce, scatter,
+#                     alltoall over real TCP (tests/coll/meson.build).
+# Not run there: unit (no threads), coll-shm, coll-ucx*, e2e/launcher/faults
+# (processes through chorusrun), and the full coll sweeps (the release and
+# asan suites run them).
+#
+# Environment: TEST_SUITES (default "release asan fuzz tsan"), SUITE_TESTS (only
+# these tests, e.g. "coll-tcp tcp", with TEST_SUITES=release or asan),
+# MESON_TEST_ARGS (extra arguments for meson test), FUZZ_SECONDS (how
 # long each fuzz target of suite fuzz runs, default 25; tests/fuzz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +55,9 @@ wrapper=$(pwd)/scripts/test-wrapper.sh
 
 # run_suite DIR KEY=VALUE...: the options are given to meson setup as -D and
 # checked afterwards. SETUP_ENV (e.g. "CC=clang-14 CXX=clang++-14"): the
-# environment of meson setup; SUITE_TEST_ARGS: more arguments for meson test.
+# environment of meson setup; SUITE_TEST_ARGS: more arguments for meson test;
+# SUITE_TESTS: the names of the only tests to run (then only the targets they
+# need are built, and only they must have a result; default: all of them).
 run_suite() {
   local dir=$1; shift
   local opts=() pair
@@ -49,20 +74,32 @@ run_suite() {
   if ! python3 scripts/ci_results.py options "$dir" "$@"; then
     echo "FAILED: $dir is not configured as asked"; failed=$((failed + 1)); return
   fi
-  if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+  local tests=() only_args=() targets name
+  # shellcheck disable=SC2206
+  tests=(${SUITE_TESTS:-})
+  local build=(ninja -C "$dir")
+  if [ ${#tests[@]} -gt 0 ]; then
+    if ! targets=$(python3 scripts/ci_results.py targets "$dir" "${tests[@]}"); then
+      echo "FAILED: $dir does not define the tests asked for"; failed=$((failed + 1)); return
+    fi
+    # shellcheck disable=SC2206
+    build+=($targets)
+    for name in "${tests[@]}"; do only_args+=(--only "$name"); done
+  fi
+  if ! "${build[@]}" >"$dir.build.log" 2>&1; then
     tail -n 60 "$dir.build.log"; echo "FAILED: build of $dir"; failed=$((failed + 1)); return
   fi
   echo "=== test $dir"
   rm -f "$dir"/meson-logs/testlog*.json
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs --num-processes 2 --wrapper "$wrapper" \
-    ${SUITE_TEST_ARGS:-} ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1
+    ${SUITE_TEST_ARGS:-} "${tests[@]}" ${MESON_TEST_ARGS:-} >"$dir.test.log" 2>&1
   local meson_rc=$?
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log"
   local skip_args=() name
   for name in "${EXPECTED_SKIPS[@]}"; do skip_args+=(--expect-skip "$name"); done
   local summary
-  summary=$(python3 scripts/ci_results.py summary "$dir" "${skip_args[@]}")
+  summary=$(python3 scripts/ci_results.py summary "$dir" "${skip_args[@]}" "${only_args[@]}")
   local counts=${summary##*$'\n'}
   [ "$counts" != "$summary" ] && echo "${summary%$'\n'*}"
   local ok fail skip
@@ -85,7 +122,9 @@ run_suite() {
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for suite in ${TEST_SUITES:-release asan fuzz}; do
+# halt_on_error: the first race ends the process (exit 66) and fails the test.
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$(pwd)/scripts/tsan.supp"
+for suite in ${TEST_SUITES:-release asan fuzz tsan}; do
   case $suite in
     release) run_suite build-release buildtype=release b_sanitize=none ucx=enabled ;;
     asan) run_suite build-asan buildtype=debugoptimized b_sanitize=address,undefined \
@@ -93,6 +132,10 @@ for suite in ${TEST_SUITES:-release asan fuzz}; do
     fuzz) SETUP_ENV="CC=clang-14 CXX=clang++-14" SUITE_TEST_ARGS="--suite fuzz" \
             run_suite build-fuzz buildtype=debugoptimized fuzz=enabled \
             fuzz_seconds="${FUZZ_SECONDS:-25}" ;;
+    tsan) SUITE_TESTS="tcp bootstrap c-api ucx ucx-tcp tsan-coll-inproc tsan-coll-tcp" \
+            UCX_MEM_EVENTS=no \
+            run_suite build-tsan buildtype=custom optimization=1 debug=false cpp_args=-g1 \
+            c_args=-g1 b_sanitize=thread ucx=enabled ;;
     *) echo "FAILED: unknown suite $suite"; failed=$((failed + 1)) ;;
   esac
 done
