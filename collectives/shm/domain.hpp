@@ -210,10 +210,10 @@ class Domain {
   void wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec, TimedOut&& timed_out);
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
 
-  // The job rank of domain rank r (Options::job_ranks), for messages.
   // The stuck-rank report: where each of these (job) ranks was, by its last
   // answer on the control channel ("rank 3 is still in allreduce #41, ... . ").
   std::string where_are(const std::vector<int>& ranks, const WaitSpec& spec) const;
+  // The job rank of domain rank r (Options::job_ranks), for messages.
   int named(int r) const {
     return options_.job_ranks.empty() ? r : options_.job_ranks[static_cast<std::size_t>(r)];
   }
