@@ -42,6 +42,7 @@ class RoutedTransport final : public Transport {
   void check_announced(uint32_t tag, const CallSignature& sig) override {
     control().check_announced(tag, sig);
   }
+  bool reports_progress() const override { return control().reports_progress(); }
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/core/error.hpp"
@@ -12,6 +13,30 @@ namespace chorus {
 
 void Transport::abort(const std::string& reason) {
   fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
+}
+
+std::string Transport::where_are(std::span<const int> peers, uint32_t tag,
+                                 const CallSignature& mine) {
+  // Long enough for a loaded host to answer, short against the deadline
+  // that has just passed; paid only on a timeout.
+  constexpr auto kLastAsk = std::chrono::milliseconds(250);
+  if (reports_progress()) {
+    const auto asked = CallBoard::Clock::now();
+    for (int peer : peers) announce(peer, tag, mine);
+    auto answered = [&] {
+      for (int peer : peers) {
+        const auto r = board().report(peer, tag);
+        if (!r || r->when < asked) return false;
+      }
+      return true;
+    };
+    const auto give_up = asked + kLastAsk;
+    while (!answered() && CallBoard::Clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string out;
+  for (int peer : peers) out += board().describe_peer(peer, tag, mine) + ". ";
+  return out;
 }
 
 namespace {
@@ -95,12 +120,8 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
         peers.push_back(r->peer());
     }
     // Where the peers waited on were comes first: it is what a user needs.
-    std::string where;
-    for (int peer : peers) {
-      if (!where.empty()) where += "; ";
-      where += transport.board().describe_peer(peer, pending->tag(), pending->signature());
-    }
-    throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("{}. rank {}: {} timed out waiting on {}", where,
+    const std::string where = transport.where_are(peers, pending->tag(), pending->signature());
+    throw IoError(CHORUS_ERR_TIMEOUT, fmt::format("{}rank {}: {} timed out waiting on {}", where,
                                                   transport.rank(), describe_call(), waiting));
   }
 }

@@ -151,6 +151,9 @@ class Transport {
     (void)peer, (void)tag, (void)sig;
   }
   virtual void check_announced(uint32_t tag, const CallSignature& sig) { (void)tag, (void)sig; }
+  // Whether peers answer announcements with where they are (TCP: status
+  // frames), so that the board gets their reports.
+  virtual bool reports_progress() const { return false; }
   // The calls the first failure spares (empty when none, or not failed).
   virtual Spared spared() const { return {}; }
 
@@ -162,6 +165,12 @@ class Transport {
   // Transports that route over others give them their board.
   void share_board(std::shared_ptr<CallBoard> board) { board_ = std::move(board); }
   std::shared_ptr<CallBoard> board_handle() const { return board_; }
+  // The stuck-rank report for a call that timed out waiting on `peers`: asks
+  // each once more (a report from before this moment may be stale, or missing
+  // if the wait was short), waits a little for the answers, and describes
+  // where each was: "rank 3 is still in allreduce #41 (...), as of 0.00 s
+  // ago. " per peer (CallBoard::describe_peer).
+  std::string where_are(std::span<const int> peers, uint32_t tag, const CallSignature& mine);
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;

@@ -442,9 +442,7 @@ void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) cons
 
 std::string Domain::where_are(const std::vector<int>& ranks, const WaitSpec& spec) const {
   if (!spec.control || !spec.call) return {};
-  std::string out;
-  for (int r : ranks) out += spec.control->board().describe_peer(r, spec.tag, *spec.call) + ". ";
-  return out;
+  return spec.control->where_are(ranks, spec.tag, *spec.call);
 }
 
 }  // namespace chorus::shm

@@ -169,9 +169,9 @@ static int own_listener(void) {
     int listening = 0;
     socklen_t len = sizeof listening;
     if (e->d_name[0] == '.' || fd == dirfd(dir)) continue;
-    if (tcp_port(fd, 0) > 0 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
-        listening)
-      port = tcp_port(fd, 0);
+    const int own = tcp_port(fd, 0);
+    if (own > 0 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
+      port = own;
   }
   closedir(dir);
   return port;

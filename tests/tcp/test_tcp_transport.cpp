@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,22 @@ void close_world(std::vector<std::unique_ptr<TcpTransport>>& world) {
 
 void wait(Transport& t, const RequestPtr& r) {
   wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
+}
+
+// Calls `check` until it throws an IoError (what arrives in the background:
+// a notice, an announcement), for at most 20 s; the error, or none.
+template <typename Check>
+std::optional<IoError> first_error(Check&& check) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      check();
+    } catch (const IoError& e) {
+      return e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::nullopt;
 }
 
 chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* message = nullptr) {
@@ -205,15 +222,8 @@ TEST_CASE("tcp: a failure spares the calls the failing rank had finished") {
   CHECK(error_code(*world[1], finishing) == CHORUS_SUCCESS);
   CHECK(got == part);
   // Point-to-point messages and other tag spaces are never spared (once rank
-  // 2 has the notice: bounded wait).
-  for (int i = 0; i < 20000; ++i) {
-    try {
-      world[2]->check_failed();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    } catch (const IoError&) {
-      break;
-    }
-  }
+  // 2 has the notice).
+  REQUIRE(first_error([&] { world[2]->check_failed(); }));
   auto p2p = world[2]->isend(1, (1u << 31) | tag, sig_of(3, 10), part);
   CHECK(error_code(*world[2], p2p) == CHORUS_ERR_TIMEOUT);
   auto other = world[2]->isend(1, (6u << Spared::kSpaceShift) | 1, sig_of(1, 10), part);
@@ -228,20 +238,12 @@ TEST_CASE("tcp: a peer that announces another call with the same number is a mis
   CallSignature theirs = sig_of(5, 10), mine = sig_of(5, 10);
   theirs.kind = static_cast<uint8_t>(CollectiveKind::broadcast);
   world[0]->announce(1, tag, theirs);
-  // The announcement arrives in the background; wait (bounded) for the check.
-  std::string message;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (message.empty() && std::chrono::steady_clock::now() < deadline) {
-    try {
-      world[1]->check_announced(tag, mine);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    } catch (const IoError& e) {
-      CHECK(e.code() == CHORUS_ERR_MISMATCH);
-      message = e.what();
-    }
-  }
-  CHECK_THAT(message, Catch::Contains("rank 0 called broadcast #5") &&
-                          Catch::Contains("rank 1 called allreduce #5"));
+  // The announcement arrives in the background.
+  const auto error = first_error([&] { world[1]->check_announced(tag, mine); });
+  REQUIRE(error);
+  CHECK(error->code() == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(error->what(), Catch::Contains("rank 0 called broadcast #5") &&
+                                Catch::Contains("rank 1 called allreduce #5"));
   // Another number, another tag space or the same call: no mismatch.
   CHECK_NOTHROW(world[1]->check_announced(tag, sig_of(6, 10)));
   CHECK_NOTHROW(world[1]->check_announced((4u << Spared::kSpaceShift) | 1, mine));

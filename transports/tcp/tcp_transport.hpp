@@ -75,6 +75,7 @@ class TcpTransport final : public Transport {
   Spared spared() const override;
   void announce(int peer, uint32_t tag, const CallSignature& sig) override;
   void check_announced(uint32_t tag, const CallSignature& sig) override;
+  bool reports_progress() const override { return true; }  // status frames
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
