@@ -254,6 +254,45 @@ CHORUS_API chorus_result_t chorus_irecv(chorus_comm_t comm, void* buf, size_t co
 CHORUS_API chorus_result_t chorus_comm_split(chorus_comm_t comm, int color, int key,
                                              chorus_comm_t* newcomm);
 
+/* Tensor fusion (as Horovod's engine and PyTorch DDP's buckets): hands one
+ * named tensor to the communicator's fusion engine and returns at once; the
+ * request completes once recvbuf holds the allreduce of every rank's sendbuf
+ * of that name (in place: sendbuf == recvbuf). Ranks may submit their tensors
+ * in any order: a background cycle (CHORUS_FUSION_CYCLE_MS) agrees on the
+ * names pending on every rank, packs those of one dtype and op into buffers
+ * of up to CHORUS_FUSION_BYTES and runs one allreduce per buffer. Names must
+ * be unique among a rank's unfinished fused requests; every rank must submit
+ * a name with the same count, dtype and op (else every pending request fails
+ * with CHORUS_ERR_MISMATCH naming the tensor and both ranks). A tensor that
+ * some ranks submitted and others did not is logged as a warning naming it
+ * and the ranks lacking it every CHORUS_FUSION_STALL_S, and the pending
+ * requests fail with CHORUS_ERR_TIMEOUT and that text at CHORUS_TIMEOUT.
+ * Any failure stops the engine: every pending and later fused request fails
+ * with it. The first fused call on a communicator sets the engine up with
+ * its own communicator split from comm, in comm's call order as
+ * chorus_comm_split would (without waiting for the peers): every rank's first
+ * fused call must come at the same place among its collectives on comm.
+ * Destroying comm shuts the engine down: tensors ready everywhere finish,
+ * the rest fail (CHORUS_ERR_PEER_FAILURE naming the rank) on every rank.
+ * CHORUS_TIMELINE=PATH writes each rank's engine activity as a Chrome trace
+ * to PATH.rank<N>.json. */
+CHORUS_API chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name,
+                                                  const void* sendbuf, void* recvbuf, size_t count,
+                                                  chorus_dtype_t dtype, chorus_op_t op,
+                                                  chorus_request_t* request);
+
+/* The fusion engine's counters (all zero before the first fused call). */
+typedef struct {
+  size_t size;          /* sizeof(chorus_fusion_stats_t), set by the caller */
+  uint64_t cycles;      /* negotiation rounds */
+  uint64_t fast_cycles; /* rounds that needed only the known-names fast path */
+  uint64_t slow_cycles; /* rounds that exchanged names */
+  uint64_t allreduces;  /* collective calls that reduced tensors */
+  uint64_t tensors;     /* tensors reduced */
+  uint64_t bytes;       /* bytes of the tensors reduced */
+} chorus_fusion_stats_t;
+CHORUS_API chorus_result_t chorus_fusion_stats(chorus_comm_t comm, chorus_fusion_stats_t* stats);
+
 /* Waits for completion; returns the operation's result. timeout_ms 0: as long as
  * the operation's own deadline (CHORUS_TIMEOUT from its start) and 10 s more, so
  * that an operation that times out returns its own CHORUS_ERR_TIMEOUT (and is

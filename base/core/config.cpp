@@ -184,6 +184,32 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(bytes_var("CHORUS_TCP_ZERO_COPY_MIN", "4K",
                         "Receive payloads of at least this size straight into user buffers.",
                         &Config::tcp_zero_copy_min));
+  r.push_back({"CHORUS_FUSION_CYCLE_MS", "1",
+               "Fusion engine: longest wait (ms) between negotiation cycles; a cycle starts "
+               "sooner once every known tensor, or CHORUS_FUSION_BYTES of them, is submitted.",
+               [](Config& c, std::string_view v) {
+                 const std::string text(v);
+                 char* end = nullptr;
+                 const double ms = std::strtod(text.c_str(), &end);
+                 if (end != text.c_str() + text.size() || !(ms > 0 && ms <= 10000))
+                   throw UsageError("CHORUS_FUSION_CYCLE_MS must be in (0, 10000]");
+                 c.fusion_cycle_ms = ms;
+               },
+               [](const Config& c) { return fmt::format("{}", c.fusion_cycle_ms); }});
+  r.push_back(bytes_var("CHORUS_FUSION_BYTES", "64M",
+                        "Fusion engine: largest fused buffer; larger tensors go alone.",
+                        &Config::fusion_bytes));
+  r.push_back(seconds_var("CHORUS_FUSION_STALL_S", "60",
+                          "Fusion engine: warn about a tensor that some ranks submitted and "
+                          "others did not after this long (it fails at CHORUS_TIMEOUT).",
+                          &Config::fusion_stall_s));
+  r.push_back(int_var("CHORUS_FUSION_CACHE", "1024",
+                      "Fusion engine: tensor names remembered for the one-collective "
+                      "negotiation (a byte each per cycle); later names negotiate in full.",
+                      &Config::fusion_cache, 0));
+  r.push_back(str_var("CHORUS_TIMELINE", "",
+                      "Write a Chrome trace of the fusion engine's work to PATH.rankN.json.",
+                      &Config::timeline));
   return r;
 }
 

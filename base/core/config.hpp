@@ -36,6 +36,12 @@ struct Config {
   std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
   std::size_t tcp_zero_copy_min = 4096;  // receive straight into user buffers from this size
+  // Fusion engine (lib/fusion/engine.hpp).
+  double fusion_cycle_ms = 1;           // longest wait between negotiation cycles
+  std::size_t fusion_bytes = 64 << 20;  // largest fused buffer
+  double fusion_stall_s = 60;           // warn about a tensor some ranks lack after this
+  int fusion_cache = 1024;              // known tensor names (fast-path negotiation)
+  std::string timeline;                 // Chrome trace of fused work: path prefix; "": none
 };
 
 // An environment to read from: the process's, or a map in tests.

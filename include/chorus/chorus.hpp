@@ -164,6 +164,25 @@ class Communicator {
                   comm_);
     return Work(r);
   }
+  // Hands a named tensor to the fusion engine (chorus_fused_allreduce) and
+  // returns at once; the Work is its future. In place, or from in to out.
+  template <typename T>
+  Work fused_allreduce(const std::string& name, std::span<T> data, Op op) {
+    chorus_request_t r = nullptr;
+    detail::check(chorus_fused_allreduce(comm_, name.c_str(), data.data(), data.data(), data.size(),
+                                         dtype_of<T>(), static_cast<chorus_op_t>(op), &r),
+                  comm_);
+    return Work(r);
+  }
+  template <typename T>
+  Work fused_allreduce(const std::string& name, std::span<const T> in, std::span<T> out, Op op) {
+    require(in.size() == out.size(), "fused_allreduce: spans differ in size");
+    chorus_request_t r = nullptr;
+    detail::check(chorus_fused_allreduce(comm_, name.c_str(), in.data(), out.data(), in.size(),
+                                         dtype_of<T>(), static_cast<chorus_op_t>(op), &r),
+                  comm_);
+    return Work(r);
+  }
   template <typename T>
   void broadcast(std::span<T> data, int root,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {

@@ -97,7 +97,9 @@ chorus_comm_t owner_of(const chorus_request_t* request) {
 // A request whose communicator was destroyed: its result if it has one
 // (destroy waits for outstanding calls, bounded), else the usage error.
 void finish_orphan(chorus_request& r) {
-  chorus::Completion& c = r.message ? r.message->request->completion() : r.work->completion();
+  chorus::Completion& c = r.fused     ? r.fused->completion
+                          : r.message ? r.message->request->completion()
+                                      : r.work->completion();
   if (!c.done())
     throw UsageError(CHORUS_ERR_INVALID_USAGE,
                      "the request's communicator was destroyed before the request finished");
@@ -166,6 +168,10 @@ chorus_result_t chorus_comm_destroy(chorus_comm_t comm) {
     if (!chorus::api::unregister_comm(comm))
       throw UsageError(CHORUS_ERR_INVALID_USAGE, "chorus_comm_destroy: handle is not live");
     std::unique_ptr<chorus_comm> owned(comm);
+    {
+      std::lock_guard lock(owned->fusion_mu);
+      if (owned->fusion) owned->fusion->shutdown();
+    }
     owned->comm->destroy();
   });
 }
@@ -230,6 +236,16 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
             ? Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
                   std::chrono::duration<double>(lookup(r.owner).config().timeout_s + 10.0)))
             : Deadline::after_ms(timeout_ms);
+    if (r.fused) {
+      if (!r.fused->completion.wait(deadline, r.spin_us))
+        throw chorus::IoError(
+            CHORUS_ERR_TIMEOUT,
+            fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
+                        r.fused->spec.name, timeout_ms));
+      finished = true;
+      r.fused->completion.rethrow_if_failed();
+      return;
+    }
     if (r.message) {
       // On a timeout the message stays posted (its buffer still lent to the
       // library) and the request valid, as for a collective.
@@ -272,6 +288,13 @@ chorus_result_t chorus_test(chorus_request_t* request, int* done) {
       *done = 1;
       finished = true;
       finish_orphan(r);
+      return;
+    }
+    if (r.fused) {
+      *done = r.fused->completion.done() ? 1 : 0;
+      if (!*done) return;
+      finished = true;
+      r.fused->completion.rethrow_if_failed();
       return;
     }
     if (r.message) {

@@ -24,6 +24,7 @@ namespace {
 
 using chorus::api::guarded;
 using chorus::api::lookup;
+using chorus::api::on_comm;
 
 // A collective call from the C arguments (kind, buffers, counts, dtype, op, root).
 CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, size_t count,
@@ -39,23 +40,6 @@ CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, size
   if (chorus::reduces(kind)) call.op = to_op(op, name.c_str());
   call.root = root;
   return call;
-}
-
-// Runs a call on a live communicator. A call refused for its arguments
-// (CHORUS_ERR_INVALID_ARGUMENT) fails the communicator here and at every
-// peer with that code and message: the peers may already wait in the call
-// this rank will never make, and every rank must reach the same verdict.
-template <typename Body>
-void on_comm(chorus_comm_t handle, Body&& body) {
-  auto& comm = lookup(handle);
-  try {
-    body(comm);
-  } catch (const UsageError& e) {
-    if (e.code() != CHORUS_ERR_INVALID_ARGUMENT) throw;
-    const std::string message = fmt::format("rank {}: {}", comm.rank(), e.what());
-    comm.fail(CHORUS_ERR_INVALID_ARGUMENT, message);
-    throw UsageError(CHORUS_ERR_INVALID_ARGUMENT, message);
-  }
 }
 
 // Runs make_call inside guarded too: a bad dtype or op is an error code.

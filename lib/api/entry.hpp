@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "base/core/error.hpp"
 #include "lib/api/handles.hpp"
 
@@ -29,6 +31,23 @@ inline ReduceOp to_op(chorus_op_t o, const char* what) {
 
 inline void check_out(const void* p, const char* name) {
   if (!p) throw UsageError(fmt::format("{} is NULL", name));
+}
+
+// Runs a call on a live communicator. A call refused for its arguments
+// (CHORUS_ERR_INVALID_ARGUMENT) fails the communicator here and at every
+// peer with that code and message: the peers may already wait in the call
+// this rank will never make, and every rank must reach the same verdict.
+template <typename Body>
+void on_comm(chorus_comm_t handle, Body&& body) {
+  auto& comm = lookup(handle);
+  try {
+    body(comm);
+  } catch (const UsageError& e) {
+    if (e.code() != CHORUS_ERR_INVALID_ARGUMENT) throw;
+    const std::string message = fmt::format("rank {}: {}", comm.rank(), e.what());
+    comm.fail(CHORUS_ERR_INVALID_ARGUMENT, message);
+    throw UsageError(CHORUS_ERR_INVALID_ARGUMENT, message);
+  }
 }
 
 }  // namespace chorus::api

@@ -3,22 +3,30 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "include/chorus.h"
 #include "lib/comm/communicator.hpp"
+#include "lib/fusion/engine.hpp"
 
 struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
+  // The fusion engine, made by the first fused call (fusion_mu). Shut down
+  // before the communicator is destroyed.
+  std::mutex fusion_mu;
+  std::unique_ptr<chorus::fusion::Engine> fusion;
 };
 
-// A non-blocking call: a collective (work) or a point-to-point message.
+// A non-blocking call: a collective (work), a point-to-point message, or a
+// tensor given to the fusion engine (fused).
 struct chorus_request {
   chorus::WorkPtr work;
   std::optional<chorus::Message> message;
   chorus_comm_t owner;
   int spin_us;
+  chorus::fusion::FusedPtr fused = nullptr;
 };
 
 namespace chorus::api {

@@ -139,6 +139,11 @@ class Communicator {
   // communicator's connections (no new rendezvous); it has its own sequence
   // numbers, contract checks, teams and shared-memory domains.
   std::unique_ptr<Communicator> split(int color, int key, const Deadline& deadline);
+  // The same in two halves: the call takes its place in this communicator's
+  // order now and returns at once; the function it returns finishes the
+  // split (waiting for the exchange) on any thread, once. This communicator
+  // must outlive that call.
+  std::function<std::unique_ptr<Communicator>(const Deadline&)> start_split(int color, int key);
 
   // For a thread about to wait for `work` (chorus_wait): while the call at
   // the head of the queue has its turn, this thread runs it instead of leaving
@@ -193,6 +198,12 @@ class Communicator {
   // An error's message with the job ranks it names translated to this
   // communicator's ranks (split communicators).
   std::string with_local_ranks(const std::string& message) const;
+  // split's parts (split.cpp): the exchange of every rank's (color, key,
+  // proposed id), and the child built from its result.
+  struct SplitExchange;
+  std::shared_ptr<SplitExchange> split_exchange_start(int color, int key);
+  std::unique_ptr<Communicator> split_finish(const std::vector<int64_t>& all, int color, int key,
+                                             const Deadline& deadline);
   // Point-to-point helpers (p2p.cpp).
   CallSignature p2p_signature(std::size_t count, DataType dtype, int receiver, int tag, int peer,
                               bool sending);

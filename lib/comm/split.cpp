@@ -25,23 +25,60 @@
 
 namespace chorus {
 
-std::unique_ptr<Communicator> Communicator::split(int color, int key, const Deadline& deadline) {
-  const int n = size();
-  uint32_t proposal;
-  {
-    std::lock_guard lock(link_->mu);
-    proposal = link_->next_comm_id;
+// The exchange of step 1: (color, key, proposed id) of every rank.
+struct Communicator::SplitExchange {
+  int64_t mine[3] = {};
+  std::vector<int64_t> all;
+  CollectiveCall call() {
+    CollectiveCall exchange;
+    exchange.kind = CollectiveKind::allgather;
+    exchange.send = mine;
+    exchange.recv = all.data();
+    exchange.count = 3;
+    exchange.dtype = DataType::i64;
+    return exchange;
   }
-  // (color, key, proposed id) of every rank.
-  const int64_t mine[3] = {color < 0 ? -1 : color, key, proposal};
-  std::vector<int64_t> all(static_cast<std::size_t>(3 * n));
-  CollectiveCall exchange;
-  exchange.kind = CollectiveKind::allgather;
-  exchange.send = mine;
-  exchange.recv = all.data();
-  exchange.count = 3;
-  exchange.dtype = DataType::i64;
-  run(exchange, deadline);
+};
+
+std::shared_ptr<Communicator::SplitExchange> Communicator::split_exchange_start(int color,
+                                                                                int key) {
+  auto exchange = std::make_shared<SplitExchange>();
+  {
+    // The proposal is taken: a split started before this one finishes
+    // proposes a larger id here, so its child's id (the members' largest
+    // proposal) is larger too.
+    std::lock_guard lock(link_->mu);
+    exchange->mine[2] = link_->next_comm_id++;
+  }
+  exchange->mine[0] = color < 0 ? -1 : color;
+  exchange->mine[1] = key;
+  exchange->all.resize(static_cast<std::size_t>(3 * size()));
+  return exchange;
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const Deadline& deadline) {
+  auto exchange = split_exchange_start(color, key);
+  run(exchange->call(), deadline);
+  return split_finish(exchange->all, color, key, deadline);
+}
+
+std::function<std::unique_ptr<Communicator>(const Deadline&)> Communicator::start_split(int color,
+                                                                                        int key) {
+  auto exchange = split_exchange_start(color, key);
+  WorkPtr work = submit(exchange->call());
+  const int spin_us = resolve_spin_us(config_.spin_us);
+  return [this, exchange, work, color, key, spin_us](const Deadline& deadline) {
+    if (!work->completion().wait(deadline, spin_us))
+      throw IoError(CHORUS_ERR_TIMEOUT,
+                    fmt::format("split: {} did not finish in time", describe(work->signature())));
+    work->completion().rethrow_if_failed();
+    return split_finish(exchange->all, color, key, deadline);
+  };
+}
+
+std::unique_ptr<Communicator> Communicator::split_finish(const std::vector<int64_t>& all, int color,
+                                                         int key, const Deadline& deadline) {
+  const int n = size();
   if (color < 0) return nullptr;
 
   std::vector<int> parent_ranks;  // the child's ranks, as ranks of this communicator

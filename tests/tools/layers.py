@@ -8,7 +8,9 @@ Floors, lowest first (a file may include its own floor and those below):
   base/topology    host identity and host map
   transports/      point-to-point transports
   collectives/     teams, the algorithm registry, algorithms, shared-memory domains
-  lib/             the runtime users link: communicator, C API
+  lib/comm         the communicator (ordering, selection, split, point-to-point)
+  lib/fusion       the fusion engine (above the communicator)
+  lib/api          the C API
   tools/ bench/ examples/ python/   programs over the runtime
   tests/           anything
 Usage: layers.py [ROOT]. Prints every upward include and exits 1 if any.
@@ -24,9 +26,11 @@ FLOORS = [
     ("base/topology/", 3),
     ("transports/", 4),
     ("collectives/", 5),
-    ("lib/", 6),
-    ("tools/", 7), ("bench/", 7), ("examples/", 7), ("python/", 7),
-    ("tests/", 8),
+    ("lib/comm/", 6),
+    ("lib/fusion/", 7),
+    ("lib/", 8),
+    ("tools/", 9), ("bench/", 9), ("examples/", 9), ("python/", 9),
+    ("tests/", 10),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

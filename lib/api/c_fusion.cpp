@@ -1,0 +1,94 @@
+// extern "C" entry points of the fusion engine (include/chorus.h): tensors
+// handed to the communicator's engine (lib/fusion/engine.hpp), made on the
+// first fused call, and its counters.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+
+#include "collectives/call.hpp"
+#include "lib/api/entry.hpp"
+#include "lib/api/handles.hpp"
+
+using chorus::api::check_out;
+using chorus::api::guarded;
+using chorus::api::on_comm;
+
+namespace {
+
+constexpr std::size_t kMaxName = 65535;
+
+chorus::fusion::Engine& engine_of(chorus_comm_t handle, chorus::Communicator& comm) {
+  std::lock_guard lock(handle->fusion_mu);
+  if (!handle->fusion) {
+    // The engine's communicator is split off here, in this communicator's
+    // call order (as chorus_comm_split would be), and finished on the
+    // engine's thread: this call does not wait for the peers.
+    auto make_comm = comm.start_split(0, comm.rank());
+    handle->fusion = std::make_unique<chorus::fusion::Engine>(
+        std::move(make_comm), comm.rank(), comm.size(),
+        chorus::fusion::EngineOptions::from(comm.config()));
+  }
+  return *handle->fusion;
+}
+
+}  // namespace
+
+extern "C" {
+
+chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, const void* sendbuf,
+                                       void* recvbuf, size_t count, chorus_dtype_t dtype,
+                                       chorus_op_t op, chorus_request_t* request) {
+  return guarded(comm, [&] {
+    check_out(request, "request");
+    *request = nullptr;
+    on_comm(comm, [&](chorus::Communicator& c) {
+      if (!name || !*name) throw chorus::UsageError("fused allreduce: the tensor name is empty");
+      const std::size_t length = std::strlen(name);
+      if (length > kMaxName)
+        throw chorus::UsageError(fmt::format(
+            "fused allreduce: a tensor name of {} bytes (at most {})", length, kMaxName));
+      chorus::fusion::TensorSpec spec{std::string(name, length), count,
+                                      chorus::api::to_dtype(dtype, "fused allreduce"),
+                                      chorus::api::to_op(op, "fused allreduce")};
+      chorus::CollectiveCall call;
+      call.kind = chorus::CollectiveKind::allreduce;
+      call.send = sendbuf;
+      call.recv = recvbuf;
+      call.count = count;
+      call.dtype = spec.dtype;
+      call.op = spec.op;
+      try {
+        chorus::validate(call, c.rank(), c.size());
+      } catch (const chorus::UsageError& e) {
+        throw chorus::UsageError(e.code(), fmt::format("fused {} (tensor '{}')", e.what(), name));
+      }
+      auto fused = engine_of(comm, c).submit(std::move(spec), sendbuf, recvbuf);
+      *request =
+          new chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
+    });
+  });
+}
+
+chorus_result_t chorus_fusion_stats(chorus_comm_t comm, chorus_fusion_stats_t* stats) {
+  return guarded(comm, [&] {
+    check_out(stats, "stats");
+    if (stats->size < sizeof(chorus_fusion_stats_t))
+      throw chorus::UsageError(fmt::format("chorus_fusion_stats: stats->size {} (expected {})",
+                                           stats->size, sizeof(chorus_fusion_stats_t)));
+    chorus::api::lookup(comm);
+    chorus::fusion::EngineStats s;
+    {
+      std::lock_guard lock(comm->fusion_mu);
+      if (comm->fusion) s = comm->fusion->stats();
+    }
+    stats->cycles = s.cycles;
+    stats->fast_cycles = s.fast_cycles;
+    stats->slow_cycles = s.slow_cycles;
+    stats->allreduces = s.allreduces;
+    stats->tensors = s.tensors;
+    stats->bytes = s.bytes;
+  });
+}
+
+}  // extern "C"

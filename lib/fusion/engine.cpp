@@ -1,0 +1,420 @@
+#include "lib/fusion/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
+#include "collectives/registry.hpp"
+
+namespace chorus::fusion {
+namespace {
+
+spdlog::logger& log() {
+  static spdlog::logger& subsystem = logger("fusion");
+  return subsystem;
+}
+
+constexpr auto kIdleAfter = std::chrono::seconds(1);
+constexpr auto kIdleCycle = std::chrono::milliseconds(10);
+constexpr std::size_t kMaxListed = 8;  // tensors named in one message
+
+std::chrono::nanoseconds seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+CollectiveCall allreduce_call(const TensorSpec& spec, const void* send, void* recv,
+                              std::size_t count) {
+  CollectiveCall call;
+  call.kind = CollectiveKind::allreduce;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.dtype = spec.dtype;
+  call.op = spec.op;
+  return call;
+}
+
+std::string rank_names(const std::vector<int>& ranks) {
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
+}
+
+}  // namespace
+
+EngineOptions EngineOptions::from(const Config& config) {
+  EngineOptions o;
+  o.cycle_ms = config.fusion_cycle_ms;
+  o.fusion_bytes = config.fusion_bytes;
+  o.stall_s = config.fusion_stall_s;
+  o.cache = static_cast<std::size_t>(config.fusion_cache);
+  o.timeout_s = config.timeout_s;
+  o.timeline = config.timeline;
+  o.spin_us = resolve_spin_us(config.spin_us);
+  return o;
+}
+
+Engine::Engine(MakeComm make_comm, int rank, int size, EngineOptions options)
+    : rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      make_comm_(std::move(make_comm)),
+      known_(options_.cache),
+      idle_since_(Clock::now()),
+      timeline_(options_.timeline, rank) {
+  thread_ = std::thread([this] { main(); });
+}
+
+Engine::~Engine() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    log().warn("rank {}: fusion engine shutdown: {}", rank_, e.what());
+  }
+}
+
+Deadline Engine::deadline() const {
+  return Deadline::after(seconds(options_.timeout_s));
+}
+
+FusedPtr Engine::submit(TensorSpec spec, const void* send, void* recv) {
+  auto tensor = std::make_shared<FusedTensor>();
+  tensor->spec = std::move(spec);
+  tensor->send = send;
+  tensor->recv = recv;
+  tensor->submitted = Clock::now();
+  std::lock_guard lock(mu_);
+  if (stopped_) std::rethrow_exception(stopped_);
+  if (shutdown_requested_)
+    throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
+  if (!outstanding_names_.emplace(tensor->spec.name, true).second)
+    throw UsageError(fmt::format(
+        "fused allreduce: tensor '{}' is already pending on rank {} (a name is submitted again "
+        "only once its request has finished)",
+        tensor->spec.name, rank_));
+  outstanding_bytes_ += tensor->spec.bytes();
+  incoming_.push_back(tensor);
+  if (triggered_locked()) {
+    trigger_ = true;
+    cv_.notify_one();
+  }
+  return tensor;
+}
+
+// Every tensor known here, or a fused buffer's worth, is in: waiting for the
+// cycle timer would only add latency.
+bool Engine::triggered_locked() const {
+  return (known_count_ > 0 && outstanding_names_.size() >= known_count_) ||
+         outstanding_bytes_ >= options_.fusion_bytes;
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    shutdown_requested_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  timeline_.close();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Engine::main() {
+  try {
+    comm_ = make_comm_(deadline());
+  } catch (...) {
+    stop_with(std::current_exception());
+    return;
+  }
+  auto last_end = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      const auto period = idle_everywhere_
+                              ? std::chrono::duration_cast<Clock::duration>(kIdleCycle)
+                              : std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double, std::milli>(options_.cycle_ms));
+      cv_.wait_until(lock, last_end + period, [&] { return trigger_ || shutdown_requested_; });
+      trigger_ = false;
+      for (auto& t : incoming_) {
+        by_name_.emplace(t->spec.name, t);
+        pending_.push_back(std::move(t));
+      }
+      incoming_.clear();
+    }
+    bool go_on = false;
+    try {
+      go_on = cycle();
+    } catch (...) {
+      stop_with(std::current_exception());
+    }
+    last_end = Clock::now();
+    if (!go_on) break;
+  }
+  try {
+    comm_->destroy();
+  } catch (const std::exception& e) {
+    log().debug("rank {}: fusion communicator destroy: {}", rank_, e.what());
+  }
+}
+
+bool Engine::cycle() {
+  std::exception_ptr stop;
+  std::vector<TensorSpec> ready = negotiate(stop);
+  execute(std::move(ready), Clock::now());
+  if (stop) {
+    stop_with(stop);
+    return false;
+  }
+  return true;
+}
+
+std::vector<TensorSpec> Engine::negotiate(std::exception_ptr& stop) {
+  const auto start = Clock::now();
+  bool has_new = false, stall = false, timed_out = false, shutting_down;
+  std::vector<uint8_t> vec(kFlagCount + known_.size(), 0);
+  for (const auto& t : pending_) {
+    const auto id = known_.find(t->spec.name);
+    if (id && known_.at(*id).same_shape(t->spec))
+      vec[kFlagCount + *id] = 1;
+    else
+      has_new = true;
+    const auto age = start - t->submitted;
+    if (age > seconds(options_.stall_s) && start - last_stall_warning_ > seconds(options_.stall_s))
+      stall = true;
+    if (age > seconds(options_.timeout_s)) timed_out = true;
+  }
+  {
+    std::lock_guard lock(mu_);
+    shutting_down = shutdown_requested_;
+  }
+  const bool raised[kFlagCount] = {has_new, stall, timed_out, shutting_down, !pending_.empty()};
+  uint32_t flags = 0;
+  for (std::size_t f = 0; f < kFlagCount; ++f) {
+    vec[f] = raised[f] ? 0 : 1;
+    flags |= raised[f] ? 1u << f : 0u;
+  }
+  comm_->run(allreduce_call({"", vec.size(), DataType::u8, ReduceOp::min}, vec.data(), vec.data(),
+                            vec.size()),
+             deadline());
+  if (vec[kHasPending] == 0) idle_since_ = start;
+  idle_everywhere_ = start - idle_since_ > kIdleAfter;
+
+  const bool slow = !vec[kHasNew] || !vec[kStallCheck] || !vec[kTimedOut] || !vec[kShutdown];
+  std::vector<TensorSpec> ready;
+  if (!slow) {
+    for (std::size_t id = 0; id < known_.size(); ++id)
+      if (vec[kFlagCount + id]) ready.push_back(known_.at(static_cast<uint32_t>(id)));
+    std::lock_guard lock(mu_);
+    ++stats_.cycles;
+    ++stats_.fast_cycles;
+    timeline_.span(0, "negotiate", start, Clock::now(),
+                   {{"path", "fast"}, {"ready", ready.size()}});
+    return ready;
+  }
+
+  // The full exchange: every rank's pending list.
+  RankReport mine{flags, {}};
+  for (const auto& t : pending_) mine.pending.push_back(t->spec);
+  const std::vector<uint8_t> bytes = encode_report(mine);
+  std::vector<std::size_t> sizes(static_cast<std::size_t>(size_));
+  const uint64_t my_size = bytes.size();
+  CollectiveCall sizes_call;
+  sizes_call.kind = CollectiveKind::allgather;
+  sizes_call.send = &my_size;
+  sizes_call.recv = sizes.data();
+  sizes_call.count = 1;
+  sizes_call.dtype = DataType::u64;
+  static_assert(sizeof(std::size_t) == sizeof(uint64_t));
+  comm_->run(sizes_call, deadline());
+  std::size_t total = 0;
+  for (auto s : sizes) total += s;
+  std::vector<uint8_t> all(total);
+  CollectiveCall lists;
+  lists.kind = CollectiveKind::allgatherv;
+  lists.send = bytes.data();
+  lists.recv = all.data();
+  lists.counts = sizes.data();
+  lists.dtype = DataType::u8;
+  comm_->run(lists, deadline());
+  std::vector<RankReport> reports;
+  std::size_t at = 0;
+  for (auto s : sizes) {
+    reports.push_back(decode_report({all.data() + at, s}));
+    at += s;
+  }
+  Agreement agreement = agree(reports);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.cycles;
+    ++stats_.slow_cycles;
+  }
+  timeline_.span(0, "negotiate", start, Clock::now(),
+                 {{"path", "full"}, {"ready", agreement.ready.size()}});
+
+  if (agreement.mismatch) {
+    stop = io_error(CHORUS_ERR_MISMATCH, "fused allreduce: " + describe(*agreement.mismatch));
+    return {};
+  }
+  auto listed = [&](const std::string& lead) {
+    std::string text = lead;
+    for (std::size_t i = 0; i < agreement.missing.size() && i < kMaxListed; ++i)
+      text += (i ? "; " : "") + describe(agreement.missing[i]);
+    if (agreement.missing.size() > kMaxListed)
+      text += fmt::format("; and {} more", agreement.missing.size() - kMaxListed);
+    return text;
+  };
+  std::vector<int> timed_out_ranks, stopping_ranks;
+  bool stall_round = false;
+  for (int r = 0; r < size_; ++r) {
+    const auto& report = reports[static_cast<std::size_t>(r)];
+    if (report.has(kTimedOut)) timed_out_ranks.push_back(r);
+    if (report.has(kShutdown)) stopping_ranks.push_back(r);
+    stall_round = stall_round || report.has(kStallCheck);
+  }
+  if (!timed_out_ranks.empty() && !agreement.missing.empty()) {
+    stop = io_error(CHORUS_ERR_TIMEOUT,
+                    listed(fmt::format("fused allreduce: not every rank submitted its tensors "
+                                       "within CHORUS_TIMEOUT ({} s): ",
+                                       options_.timeout_s)));
+    return {};
+  }
+  if (stall_round) {
+    last_stall_warning_ = start;
+    if (!agreement.missing.empty())
+      log().warn(
+          "rank {}: fusion stall: {}", rank_,
+          listed(fmt::format("for more than {} s (CHORUS_FUSION_STALL_S), ", options_.stall_s)));
+  }
+  if (!stopping_ranks.empty())
+    stop = io_error(CHORUS_ERR_PEER_FAILURE,
+                    fmt::format("fused allreduce: {} shut down the fusion engine (destroyed the "
+                                "communicator) before every rank had submitted the tensors "
+                                "pending here",
+                                rank_names(stopping_ranks)));
+  return std::move(agreement.ready);
+}
+
+void Engine::execute(std::vector<TensorSpec> ready, Clock::time_point agreed) {
+  if (ready.empty()) return;
+  const auto buckets = plan_buckets(ready, options_.fusion_bytes);
+  for (const auto& bucket : buckets) {
+    std::vector<FusedPtr> tensors;
+    for (std::size_t i = bucket.first; i < bucket.last; ++i) {
+      auto it = by_name_.find(ready[i].name);
+      CHORUS_CHECK(it != by_name_.end(), "ready tensor '{}' is not pending on rank {}",
+                   ready[i].name, rank_);
+      tensors.push_back(it->second);
+    }
+    run_bucket(tensors, bucket.bytes, agreed);
+    for (const auto& t : tensors) {
+      if (auto id = known_.find(t->spec.name))
+        known_.update(*id, t->spec);
+      else
+        known_.add(t->spec);
+      complete(t);
+    }
+  }
+  std::erase_if(pending_, [](const FusedPtr& t) { return t->completion.done(); });
+  std::lock_guard lock(mu_);
+  known_count_ = known_.size();
+}
+
+void Engine::run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
+                        Clock::time_point agreed) {
+  const TensorSpec& first = tensors.front()->spec;
+  const std::size_t elem = dtype_size(first.dtype);
+  const bool direct = tensors.size() == 1;
+  for (const auto& t : tensors) {
+    const int track = timeline_.track(t->spec.name);
+    timeline_.instant(track, "submitted", t->submitted);
+    timeline_.span(track, "negotiate", t->submitted, agreed);
+  }
+  CollectiveCall call;
+  if (direct) {
+    call = allreduce_call(first, tensors.front()->send, tensors.front()->recv, first.count);
+  } else {
+    if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
+    call = allreduce_call(first, fusion_buffer_.data(), fusion_buffer_.data(), bytes / elem);
+  }
+  const auto copy_in = Clock::now();
+  if (!direct) {
+    std::size_t offset = 0;
+    for (const auto& t : tensors) {
+      const std::size_t n = t->spec.bytes();
+      if (n) std::memcpy(fusion_buffer_.data() + offset, t->send, n);
+      offset += n;
+    }
+  }
+  const auto reduce = Clock::now();
+  std::string algorithm;
+  if (timeline_.enabled() && bytes > 0) algorithm = std::string(comm_->explain(call).spec->name);
+  if (bytes > 0) comm_->run(call, deadline());
+  const auto copy_out = Clock::now();
+  if (!direct) {
+    std::size_t offset = 0;
+    for (const auto& t : tensors) {
+      const std::size_t n = t->spec.bytes();
+      if (n) std::memcpy(t->recv, fusion_buffer_.data() + offset, n);
+      offset += n;
+    }
+  }
+  const auto end = Clock::now();
+  if (timeline_.enabled()) {
+    timeline_.span(0, "allreduce", reduce, copy_out,
+                   {{"algorithm", algorithm},
+                    {"bytes", bytes},
+                    {"tensors", tensors.size()},
+                    {"dtype", dtype_name(first.dtype)},
+                    {"op", op_name(first.op)}});
+    for (const auto& t : tensors) {
+      const int track = timeline_.track(t->spec.name);
+      timeline_.span(track, "copy_in", copy_in, reduce, {{"direct", direct}});
+      timeline_.span(track, "allreduce", reduce, copy_out,
+                     {{"algorithm", algorithm}, {"bytes", bytes}, {"tensors", tensors.size()}});
+      timeline_.span(track, "copy_out", copy_out, end, {{"direct", direct}});
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (bytes > 0) ++stats_.allreduces;
+  stats_.tensors += tensors.size();
+  stats_.bytes += bytes;
+}
+
+void Engine::complete(const FusedPtr& tensor) {
+  {
+    std::lock_guard lock(mu_);
+    outstanding_names_.erase(tensor->spec.name);
+    outstanding_bytes_ -= tensor->spec.bytes();
+  }
+  by_name_.erase(tensor->spec.name);
+  tensor->completion.complete();
+}
+
+void Engine::stop_with(std::exception_ptr error) {
+  std::vector<FusedPtr> failing;
+  {
+    std::lock_guard lock(mu_);
+    if (!stopped_) stopped_ = error;
+    failing = std::move(pending_);
+    failing.insert(failing.end(), incoming_.begin(), incoming_.end());
+    pending_.clear();
+    incoming_.clear();
+    outstanding_names_.clear();
+    outstanding_bytes_ = 0;
+  }
+  by_name_.clear();
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    log().debug("rank {}: fusion engine stops: {}", rank_, e.what());
+  }
+  for (const auto& t : failing) t->completion.fail(error);
+}
+
+}  // namespace chorus::fusion

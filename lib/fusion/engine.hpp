@@ -1,0 +1,154 @@
+// The fusion engine: many small allreduces at the speed of a few large ones,
+// as Horovod's and PyTorch DDP's gradient buckets do. One per communicator
+// (made on its first fused call), over a communicator of its own split off
+// from it, so the engine's collectives never interleave with the user's.
+//
+//   submit(name, send, recv, count, dtype, op)   returns at once
+//   a background thread, every cycle:
+//     1. negotiate (negotiation.hpp): which named tensors are pending on
+//        every rank with one spec; one MIN allreduce of a byte per known
+//        tensor when nothing new happened, else a full exchange of names;
+//     2. group the ready tensors by (dtype, op) into buckets of at most
+//        CHORUS_FUSION_BYTES, copy each bucket into a pooled buffer, run one
+//        allreduce per bucket (normal algorithm selection), copy out;
+//        a bucket of one tensor runs on the user's buffers, with no copy;
+//     3. complete each tensor's request.
+//   A cycle starts CHORUS_FUSION_CYCLE_MS after the last one began, or at
+//   once when every known tensor (or CHORUS_FUSION_BYTES of them) has been
+//   submitted here; with nothing pending anywhere for a second, idle cycles
+//   slow to one per 10 ms.
+//
+// Verdicts (every rank reaches the same one for a tensor, because each is a
+// function of data the cycle gave every rank alike):
+//   a name submitted with different counts, dtypes or ops: every pending
+//     request fails with CHORUS_ERR_MISMATCH naming the tensor and both ranks;
+//   a tensor some ranks submitted and others did not: a warning names it and
+//     the ranks lacking it every CHORUS_FUSION_STALL_S; at CHORUS_TIMEOUT
+//     every pending request fails with CHORUS_ERR_TIMEOUT and that text;
+//   a failed collective (a peer died, an abort): every pending request fails
+//     with its error;
+//   a rank that shuts its engine down (chorus_comm_destroy): the cycle that
+//     learns of it finishes the tensors ready everywhere, and the rest fail
+//     with CHORUS_ERR_PEER_FAILURE naming the rank.
+// After any of these the engine is stopped and later submissions fail the
+// same way.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/core/completion.hpp"
+#include "lib/comm/communicator.hpp"
+#include "lib/fusion/negotiation.hpp"
+#include "lib/fusion/timeline.hpp"
+
+namespace chorus::fusion {
+
+using Clock = std::chrono::steady_clock;
+
+// One submitted tensor; done when its completion is.
+struct FusedTensor {
+  TensorSpec spec;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  Clock::time_point submitted;
+  Completion completion;
+};
+using FusedPtr = std::shared_ptr<FusedTensor>;
+
+struct EngineOptions {
+  double cycle_ms = 1;
+  std::size_t fusion_bytes = 64 << 20;
+  double stall_s = 60;
+  std::size_t cache = 1024;
+  double timeout_s = 300;
+  std::string timeline;  // CHORUS_TIMELINE
+  int spin_us = 50;      // waits of the engine's own requests
+  static EngineOptions from(const Config& config);
+};
+
+struct EngineStats {
+  uint64_t cycles = 0;       // negotiation rounds
+  uint64_t fast_cycles = 0;  // of which took the known-tensor fast path only
+  uint64_t slow_cycles = 0;  // of which exchanged names
+  uint64_t allreduces = 0;   // collective calls that reduced tensors
+  uint64_t tensors = 0;      // tensors reduced
+  uint64_t bytes = 0;        // bytes reduced (sum of the tensors' sizes)
+};
+
+class Engine {
+ public:
+  // make_comm gives the engine's communicator (Communicator::start_split's
+  // second half); it runs on the engine's thread.
+  using MakeComm = std::function<std::unique_ptr<Communicator>(const Deadline&)>;
+  Engine(MakeComm make_comm, int rank, int size, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a tensor for the next cycle. Throws UsageError for a name already
+  // pending here, and the engine's error once it has stopped.
+  FusedPtr submit(TensorSpec spec, const void* send, void* recv);
+  // Tells the peers, finishes what is ready everywhere, fails the rest, and
+  // stops (bounded by CHORUS_TIMEOUT). Idempotent.
+  void shutdown();
+  EngineStats stats() const;
+
+ private:
+  void main();
+  // One negotiation round and the work it frees; false once the engine stops.
+  bool cycle();
+  // The tensors to reduce now, in order; sets stop when the engine must stop
+  // after reducing them (or at once: nothing ready).
+  std::vector<TensorSpec> negotiate(std::exception_ptr& stop);
+  void execute(std::vector<TensorSpec> ready, Clock::time_point agreed);
+  void run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
+                  Clock::time_point agreed);
+  void complete(const FusedPtr& tensor);
+  // Fails every pending tensor and stops the engine with `error`.
+  void stop_with(std::exception_ptr error);
+  bool triggered_locked() const;
+  Deadline deadline() const;
+
+  const int rank_, size_;
+  const EngineOptions options_;
+  MakeComm make_comm_;
+  std::unique_ptr<Communicator> comm_;  // engine thread only (destroyed by shutdown)
+
+  // Engine-thread state.
+  KnownTable known_;
+  std::vector<FusedPtr> pending_;  // submission order
+  std::unordered_map<std::string, FusedPtr> by_name_;
+  std::vector<uint8_t> fusion_buffer_;
+  Clock::time_point last_stall_warning_{};
+  Clock::time_point idle_since_;
+  bool idle_everywhere_ = false;
+  Timeline timeline_;
+
+  // Shared with submitting threads (mu_).
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<FusedPtr> incoming_;
+  std::unordered_map<std::string, bool> outstanding_names_;  // pending or incoming
+  std::size_t outstanding_bytes_ = 0;
+  std::size_t known_count_ = 0;  // known_.size(), published by the engine thread
+  bool shutdown_requested_ = false;
+  bool trigger_ = false;
+  std::exception_ptr stopped_;  // the error every later submission gets
+  EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace chorus::fusion

@@ -1,0 +1,137 @@
+// What the ranks of a fusion engine agree on each cycle, as pure functions
+// over what every rank reported (lib/fusion/engine.hpp runs the exchange).
+//
+// Terms:
+//   tensor spec    a submitted tensor's name, element count, dtype and op;
+//                  the name is what ranks match on
+//   pending        submitted on this rank and not yet reduced or failed
+//   known tensor   a name that was reduced before: it has an id, the same on
+//                  every rank (ids go in order of first reduction), and a
+//                  slot in the ready bits of the fast path
+//   ready          pending on every rank with one spec: reducible now
+//
+// Two ways to agree, each one or two small collectives per cycle:
+//   fast path      every rank contributes a byte per known tensor (1: pending
+//                  here) and flag bytes, reduced with MIN: a known tensor is
+//                  ready where the result is 1. Nothing else moves.
+//   slow path      when any rank has a name that is not known (or known with
+//                  another spec), suspects a stall or shuts down (a flag of
+//                  the fast path says so): every rank's full pending list is
+//                  allgathered (encode_report), and agree() finds the ready
+//                  tensors, the mismatches and who lacks what.
+// Both are deterministic functions of data every rank holds alike, so every
+// rank reduces the same tensors in the same order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/core/dtype.hpp"
+
+namespace chorus::fusion {
+
+struct TensorSpec {
+  std::string name;
+  uint64_t count = 0;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+
+  std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_size(dtype); }
+  bool same_shape(const TensorSpec& o) const {
+    return count == o.count && dtype == o.dtype && op == o.op;
+  }
+};
+
+// "'conv1.weight' (count 9408, float32, sum)"
+std::string describe(const TensorSpec& spec);
+
+// The flag bytes at the head of the fast path's vector (each sent as 1 - flag,
+// so that MIN gives 0 when any rank raised it).
+enum Flag : std::size_t {
+  kHasNew = 0,      // a pending name that is not known, or known with another spec
+  kStallCheck = 1,  // a tensor pending here longer than CHORUS_FUSION_STALL_S
+  kTimedOut = 2,    // a tensor pending here longer than CHORUS_TIMEOUT
+  kShutdown = 3,    // this rank's engine stops (communicator destroyed)
+  kHasPending = 4,  // anything pending here (idle engines slow their cycle)
+  kFlagCount = 5,
+};
+
+// One rank's slow-path report: its raised flags (bit i: Flag i) and every
+// pending tensor in submission order.
+struct RankReport {
+  uint32_t flags = 0;
+  std::vector<TensorSpec> pending;
+  bool has(Flag f) const { return (flags >> f) & 1u; }
+};
+
+std::vector<uint8_t> encode_report(const RankReport& report);
+// Throws InvariantError on bytes encode_report cannot have made.
+RankReport decode_report(std::span<const uint8_t> bytes);
+
+// A name pending on some ranks and not on others.
+struct Missing {
+  TensorSpec spec;
+  std::vector<int> have;  // ranks with it pending
+  std::vector<int> lack;  // ranks without
+};
+
+// Two ranks that pending the same name with different specs.
+struct Mismatch {
+  TensorSpec first;  // as first_rank has it
+  int first_rank = -1;
+  TensorSpec other;
+  int other_rank = -1;
+};
+
+struct Agreement {
+  std::vector<TensorSpec> ready;     // in execution order: rank 0's submission order
+  std::vector<Missing> missing;      // in rank 0's order, then the others' by rank
+  std::optional<Mismatch> mismatch;  // the first found (lowest rank pair, rank 0's order)
+};
+
+Agreement agree(std::span<const RankReport> reports);
+
+// "tensor 'w' was submitted by rank 0, 2 and not by rank 1"
+std::string describe(const Missing& missing);
+std::string describe(const Mismatch& mismatch);
+
+// The known tensors: names with ids (order of first reduction), the same on
+// every rank because every rank adds the same tensors in the same order.
+class KnownTable {
+ public:
+  explicit KnownTable(std::size_t capacity) : capacity_(capacity) {}
+  std::optional<uint32_t> find(const std::string& name) const;
+  const TensorSpec& at(uint32_t id) const { return specs_[id]; }
+  std::size_t size() const { return specs_.size(); }
+  // Adds a name not yet known while there is room; false otherwise.
+  bool add(const TensorSpec& spec);
+  // A known name reduced with another spec (every rank agreed on it) keeps
+  // its id with the new spec.
+  void update(uint32_t id, const TensorSpec& spec) { specs_[id] = spec; }
+
+ private:
+  std::size_t capacity_;
+  std::vector<TensorSpec> specs_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
+// A run of ready tensors (indices [first, last) of the ready list after
+// grouping) reduced by one allreduce.
+struct Bucket {
+  std::size_t first = 0, last = 0;
+  std::size_t bytes = 0;
+  std::size_t size() const { return last - first; }
+};
+
+// Orders `ready` in place so that tensors of one (dtype, op) are adjacent (a
+// stable grouping: the first group is the first tensor's), then cuts it into
+// buckets of one (dtype, op) and at most fusion_bytes each; a tensor larger
+// than fusion_bytes gets a bucket of its own.
+std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes);
+
+}  // namespace chorus::fusion

@@ -1,0 +1,383 @@
+// The fusion engine through the C API, on thread ranks (tests/api/
+// api_harness.hpp) over shared memory, TCP and UCX: named tensors submitted
+// in a different order on every rank, results against a reference computed
+// here; the cached negotiation; a tensor one rank never submits; a name
+// resubmitted with another count; the C++ form.
+//
+// The meson test sets CHORUS_TIMEOUT=6 and CHORUS_FUSION_STALL_S=1 (the
+// configuration is the process's).
+#include <catch2/catch.hpp>
+
+#include <chorus/chorus.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/core/dtype.hpp"
+#include "include/chorus.h"
+#include "tests/api/api_harness.hpp"
+#include "tests/common/log_capture.hpp"
+
+using chorus::test::all_zero;
+using chorus::test::run;
+
+namespace {
+
+std::vector<const char*> transports() {
+  std::vector<const char*> out{nullptr, "tcp"};
+#ifdef CHORUS_HAVE_UCX
+  out.push_back("ucx");
+#endif
+  return out;
+}
+
+struct TensorPlan {
+  std::string name;
+  std::size_t count;
+  chorus_dtype_t dtype;
+  chorus_op_t op;
+  bool in_place;
+};
+
+std::size_t elem_size(chorus_dtype_t d) {
+  return chorus::dtype_size(static_cast<chorus::DataType>(d));
+}
+
+// 200 tensors from 1 element to 1 MiB (sizes grow as the cube of the index,
+// so most are small, as a model's biases and norms are), of mixed dtypes and
+// ops.
+std::vector<TensorPlan> model_tensors(std::size_t n = 200) {
+  const chorus_dtype_t dtypes[] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32,  CHORUS_BFLOAT16,
+                                   CHORUS_INT64,   CHORUS_UINT8,   CHORUS_FLOAT16};
+  const chorus_op_t ops[] = {CHORUS_SUM, CHORUS_MAX, CHORUS_SUM, CHORUS_MIN, CHORUS_AVG};
+  std::vector<TensorPlan> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const chorus_dtype_t dtype = dtypes[i % 7];
+    chorus_op_t op = ops[i % 5];
+    // avg is exact only where n divides the sum in the dtype's arithmetic:
+    // kept to the floats, whose reference below divides the same way.
+    if (op == CHORUS_AVG && dtype != CHORUS_FLOAT32 && dtype != CHORUS_FLOAT64) op = CHORUS_SUM;
+    const double x = double(i) / double(n - 1);
+    const std::size_t bytes = static_cast<std::size_t>(std::pow(2.0, 20.0 * x * x * x));
+    const std::size_t count = std::max<std::size_t>(1, bytes / elem_size(dtype));
+    out.push_back({"layer" + std::to_string(i) + (i % 2 ? ".weight" : ".bias"), count, dtype, op,
+                   i % 3 == 0});
+  }
+  return out;
+}
+
+// Small integers: every sum, min, max is exact in every dtype (uint8 too:
+// at most 4 ranks * 5).
+int value(int rank, std::size_t tensor, std::size_t i, int step) {
+  return static_cast<int>((std::size_t(rank) * 7 + tensor * 3 + i + std::size_t(step) * 5) % 5) + 1;
+}
+
+void store(void* base, chorus_dtype_t dtype, std::size_t i, double v) {
+  switch (dtype) {
+    case CHORUS_FLOAT32:
+      static_cast<float*>(base)[i] = float(v);
+      break;
+    case CHORUS_FLOAT64:
+      static_cast<double*>(base)[i] = v;
+      break;
+    case CHORUS_INT32:
+      static_cast<int32_t*>(base)[i] = int32_t(v);
+      break;
+    case CHORUS_INT64:
+      static_cast<int64_t*>(base)[i] = int64_t(v);
+      break;
+    case CHORUS_UINT8:
+      static_cast<uint8_t*>(base)[i] = uint8_t(v);
+      break;
+    case CHORUS_BFLOAT16:
+      static_cast<uint16_t*>(base)[i] = chorus::float_to_bf16(float(v));
+      break;
+    case CHORUS_FLOAT16:
+      static_cast<uint16_t*>(base)[i] = chorus::float_to_half(float(v));
+      break;
+    default:
+      break;
+  }
+}
+
+double load(const void* base, chorus_dtype_t dtype, std::size_t i) {
+  switch (dtype) {
+    case CHORUS_FLOAT32:
+      return static_cast<const float*>(base)[i];
+    case CHORUS_FLOAT64:
+      return static_cast<const double*>(base)[i];
+    case CHORUS_INT32:
+      return static_cast<const int32_t*>(base)[i];
+    case CHORUS_INT64:
+      return double(static_cast<const int64_t*>(base)[i]);
+    case CHORUS_UINT8:
+      return static_cast<const uint8_t*>(base)[i];
+    case CHORUS_BFLOAT16:
+      return chorus::bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case CHORUS_FLOAT16:
+      return chorus::half_to_float(static_cast<const uint16_t*>(base)[i]);
+    default:
+      return NAN;
+  }
+}
+
+// The reduction of every rank's value, as the dtype holds it.
+double expected(const TensorPlan& t, std::size_t tensor, std::size_t i, int step, int n) {
+  double acc = value(0, tensor, i, step);
+  for (int r = 1; r < n; ++r) {
+    const double v = value(r, tensor, i, step);
+    if (t.op == CHORUS_MAX)
+      acc = std::max(acc, v);
+    else if (t.op == CHORUS_MIN)
+      acc = std::min(acc, v);
+    else
+      acc += v;
+  }
+  if (t.op == CHORUS_AVG)
+    return t.dtype == CHORUS_FLOAT32 ? double(float(acc) / float(n)) : acc / n;
+  return acc;
+}
+
+// Zeros (which the checks below refuse) if the call fails.
+chorus_fusion_stats_t stats_of(chorus_comm_t comm) {
+  chorus_fusion_stats_t s{};
+  s.size = sizeof s;
+  if (chorus_fusion_stats(comm, &s) != CHORUS_SUCCESS) s = chorus_fusion_stats_t{};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("fused allreduce: 200 named tensors in a different order on every rank", "[fusion]") {
+  const auto plan = model_tensors();
+  const int steps = 50;
+  for (const char* transport : transports())
+    for (int n : {2, 3, 4}) {
+      if (transport && std::string(transport) == "ucx" && n > 2) continue;  // time
+      DYNAMIC_SECTION((transport ? transport : "default") << ", " << n << " ranks") {
+        std::vector<chorus_fusion_stats_t> after_first(n), after_last(n);
+        std::vector<std::string> notes(n);  // what went wrong, per rank (no Catch2 in threads)
+        auto results = run(
+            n,
+            [&](int rank, chorus_comm_t comm) -> int {
+              std::vector<std::vector<uint8_t>> send(plan.size()), recv(plan.size());
+              for (std::size_t t = 0; t < plan.size(); ++t) {
+                send[t].resize(plan[t].count * elem_size(plan[t].dtype));
+                recv[t].resize(send[t].size());
+              }
+              std::vector<std::size_t> order(plan.size());
+              for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
+              std::mt19937 rng(1234u + unsigned(rank));
+              for (int step = 0; step < steps; ++step) {
+                std::shuffle(order.begin(), order.end(), rng);
+                std::vector<chorus_request_t> requests(plan.size(), nullptr);
+                for (std::size_t t : order) {
+                  const auto& p = plan[t];
+                  void* in = send[t].data();
+                  void* out = p.in_place ? in : recv[t].data();
+                  for (std::size_t i = 0; i < p.count; ++i)
+                    store(in, p.dtype, i, value(rank, t, i, step));
+                  if (chorus_fused_allreduce(comm, p.name.c_str(), in, out, p.count, p.dtype, p.op,
+                                             &requests[t]) != CHORUS_SUCCESS)
+                    return 1;
+                }
+                for (std::size_t t = 0; t < plan.size(); ++t)
+                  if (chorus_wait(&requests[t], 0) != CHORUS_SUCCESS) {
+                    notes[rank] = "step " + std::to_string(step) + " " + plan[t].name + ": " +
+                                  chorus_comm_last_error(comm);
+                    return 2;
+                  }
+                for (std::size_t t = 0; t < plan.size(); ++t) {
+                  const auto& p = plan[t];
+                  const void* out = p.in_place ? send[t].data() : recv[t].data();
+                  for (std::size_t i = 0; i < p.count; ++i)
+                    if (load(out, p.dtype, i) != expected(p, t, i, step, n)) {
+                      notes[rank] = "step " + std::to_string(step) + " " + p.name + "[" +
+                                    std::to_string(i) +
+                                    "] = " + std::to_string(load(out, p.dtype, i)) + ", expected " +
+                                    std::to_string(expected(p, t, i, step, n));
+                      return 3;
+                    }
+                }
+                if (step == 0) after_first[rank] = stats_of(comm);
+              }
+              after_last[rank] = stats_of(comm);
+              // No rank shuts its engine down (a full round everywhere)
+              // before every rank has read its counters.
+              return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 4;
+            },
+            transport);
+        for (int r = 0; r < n; ++r) INFO("rank " << r << ": " << notes[r]);
+        for (int r = 0; r < n; ++r) CHECK(notes[r] == "");
+        REQUIRE(all_zero(results));
+        for (int r = 0; r < n; ++r) {
+          INFO("rank " << r);
+          // After the first step every name is known: only the fast path.
+          CHECK(after_last[r].slow_cycles == after_first[r].slow_cycles);
+          CHECK(after_last[r].fast_cycles >= std::uint64_t(steps - 1));
+          CHECK(after_last[r].tensors == plan.size() * steps);
+          // Fused: far fewer collectives than tensors (the plan has 29
+          // (dtype, op) groups, each a collective of its own per cycle).
+          CHECK(after_last[r].allreduces < after_last[r].tensors / 2);
+        }
+      }
+    }
+}
+
+TEST_CASE("fused allreduce: a tensor one rank never submits fails everywhere, named", "[fusion]") {
+  chorus::test::LogCapture log("fusion");
+  const int n = 3;
+  std::vector<std::string> messages(n);
+  std::vector<double> seconds(n);
+  auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+    std::vector<float> shared(64, float(rank + 1)), lonely(16, 1.0f);
+    chorus_request_t a = nullptr, b = nullptr;
+    const auto start = std::chrono::steady_clock::now();
+    if (chorus_fused_allreduce(comm, "shared", shared.data(), shared.data(), shared.size(),
+                               CHORUS_FLOAT32, CHORUS_SUM, &a))
+      return 1;
+    if (rank != n - 1 && chorus_fused_allreduce(comm, "lonely", lonely.data(), lonely.data(),
+                                                lonely.size(), CHORUS_FLOAT32, CHORUS_SUM, &b))
+      return 2;
+    if (chorus_wait(&a, 0) != CHORUS_SUCCESS || shared[0] != 6.0f) return 3;
+    chorus_result_t rc;
+    if (rank != n - 1) {
+      rc = chorus_wait(&b, 0);
+    } else {
+      // The rank without the tensor learns of the verdict at its next call.
+      std::this_thread::sleep_for(std::chrono::seconds(8));
+      rc = chorus_fused_allreduce(comm, "later", lonely.data(), lonely.data(), lonely.size(),
+                                  CHORUS_FLOAT32, CHORUS_SUM, &b);
+      if (rc == CHORUS_SUCCESS) rc = chorus_wait(&b, 0);
+    }
+    seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    messages[rank] = chorus_comm_last_error(comm);
+    return rc == CHORUS_ERR_TIMEOUT ? 0 : 10 + int(rc);
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << messages[r]);
+    CHECK(results[r] == 0);
+    CHECK(messages[r].find("tensor 'lonely'") != std::string::npos);
+    CHECK(messages[r].find("not by rank 2") != std::string::npos);
+  }
+  // At CHORUS_TIMEOUT (6 s), not much later.
+  CHECK(seconds[0] < 6 + 4);
+  CHECK(seconds[0] >= 6 - 0.5);
+  const auto warnings = log.matching("fusion stall");
+  REQUIRE_FALSE(warnings.empty());
+  CHECK(warnings.front().find("'lonely'") != std::string::npos);
+  CHECK(warnings.front().find("not by rank 2") != std::string::npos);
+}
+
+TEST_CASE("fused allreduce: a known name resubmitted with another count is a mismatch",
+          "[fusion]") {
+  const int n = 2;
+  std::vector<std::string> messages(n);
+  auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+    std::vector<float> w(11, 1.0f);
+    chorus_request_t req = nullptr;
+    if (chorus_fused_allreduce(comm, "w", w.data(), w.data(), 10, CHORUS_FLOAT32, CHORUS_SUM,
+                               &req) ||
+        chorus_wait(&req, 0) || w[0] != 2.0f)
+      return 1;
+    const std::size_t count = rank == 1 ? 11 : 10;
+    if (chorus_fused_allreduce(comm, "w", w.data(), w.data(), count, CHORUS_FLOAT32, CHORUS_SUM,
+                               &req))
+      return 2;
+    const chorus_result_t rc = chorus_wait(&req, 0);
+    messages[rank] = chorus_comm_last_error(comm);
+    // The engine stays stopped with that error.
+    chorus_request_t later = nullptr;
+    if (chorus_fused_allreduce(comm, "x", w.data(), w.data(), 1, CHORUS_FLOAT32, CHORUS_SUM,
+                               &later) != CHORUS_ERR_MISMATCH)
+      return 3;
+    return rc == CHORUS_ERR_MISMATCH ? 0 : 10 + int(rc);
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << messages[r]);
+    CHECK(results[r] == 0);
+    CHECK(messages[r].find("tensor 'w'") != std::string::npos);
+    CHECK(messages[r].find("count 10") != std::string::npos);
+    CHECK(messages[r].find("count 11") != std::string::npos);
+    CHECK(messages[r].find("rank 0") != std::string::npos);
+    CHECK(messages[r].find("rank 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("fused allreduce: local refusals", "[fusion]") {
+  auto results = run(1, [&](int, chorus_comm_t comm) -> int {
+    float x[4] = {1, 2, 3, 4};
+    chorus_request_t a = nullptr;
+    if (chorus_fused_allreduce(comm, "", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, &a) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 1;
+    if (chorus_fused_allreduce(comm, "x", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, nullptr) !=
+        CHORUS_ERR_INVALID_ARGUMENT)
+      return 2;
+    return 0;
+  });
+  CHECK(all_zero(results));
+  // A name already pending: refused (and, as every refusal, the communicator fails).
+  std::string message;
+  results = run(1, [&](int, chorus_comm_t comm) -> int {
+    float x[4] = {1, 2, 3, 4}, y[4] = {};
+    chorus_request_t a = nullptr, b = nullptr;
+    if (chorus_fused_allreduce(comm, "x", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, &a)) return 1;
+    const auto rc = chorus_fused_allreduce(comm, "x", y, y, 4, CHORUS_FLOAT32, CHORUS_SUM, &b);
+    message = chorus_comm_last_error(comm);
+    chorus_wait(&a, 0);
+    return rc == CHORUS_ERR_INVALID_ARGUMENT && b == nullptr ? 0 : 3;
+  });
+  CHECK(all_zero(results));
+  CHECK(message.find("'x' is already pending") != std::string::npos);
+}
+
+TEST_CASE("fused allreduce: the C++ form", "[fusion]") {
+  const int n = 2;
+  chorus::TcpStoreServer server(chorus::test::kToken);
+  std::vector<int> ok(n, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto comm = chorus::Communicator::create(r, n, server.address(), chorus::test::kToken);
+      std::vector<float> a(100, float(r + 1));
+      std::vector<double> b(3, 2.0 * (r + 1));
+      chorus::Work wa = comm.fused_allreduce("a", std::span<float>(a), chorus::Op::sum);
+      chorus::Work wb = comm.fused_allreduce("b", std::span<double>(b), chorus::Op::max);
+      wb.wait();
+      wa.wait();
+      ok[r] = a[99] == 3.0f && b[0] == 4.0;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ok == std::vector<int>(n, 1));
+}
+
+// Run by tests/fusion/timeline_test.py with CHORUS_TIMELINE set: a short run
+// whose trace the script checks.
+TEST_CASE("fused allreduce: a short run for the timeline", "[.timeline]") {
+  const auto plan = model_tensors(40);
+  auto results = run(2, [&](int rank, chorus_comm_t comm) -> int {
+    std::vector<std::vector<uint8_t>> data(plan.size());
+    for (int step = 0; step < 3; ++step) {
+      std::vector<chorus_request_t> requests(plan.size(), nullptr);
+      for (std::size_t t = 0; t < plan.size(); ++t) {
+        const std::size_t k = rank == 0 ? t : plan.size() - 1 - t;
+        data[k].assign(plan[k].count * elem_size(plan[k].dtype), 1);
+        if (chorus_fused_allreduce(comm, plan[k].name.c_str(), data[k].data(), data[k].data(),
+                                   plan[k].count, plan[k].dtype, plan[k].op, &requests[k]))
+          return 1;
+      }
+      for (auto& r : requests)
+        if (chorus_wait(&r, 0)) return 2;
+    }
+    return 0;
+  });
+  CHECK(all_zero(results));
+}
