@@ -396,7 +396,8 @@ def main():
                     help="extra mpirun arguments, one shell-quoted string")
     ap.add_argument("--skip-tuned", action="store_true", help="skip the GLIBC_TUNABLES run")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per benchmark invocation")
-    ap.add_argument("--json-out", help="also write every run and the medians to this file")
+    ap.add_argument("--json-out", help="also write every run and the medians to this file "
+                    "(bench/plot.py reads it)")
     ap.add_argument("--fusion", action="store_true",
                     help="the tensor-fusion comparison (chorus-bench fusion against "
                          "mpi_allreduce_bench fusion) instead of the allreduce sweep")
@@ -491,6 +492,7 @@ def main():
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
                     print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
                 for row in rows or []:
+                    row["config"], row["run"] = config, r + 1  # for --json-out readers (plot.py)
                     runs[config].setdefault(row["size"], []).append(row)
                     if row.get("wrong"):
                         wrong_total += row["wrong"]
