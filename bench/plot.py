@@ -20,7 +20,8 @@ runs or files are reduced to their median, and the plot says how many runs.
 
 A row's implementation is its "impl" field, else its "config" field (set by
 compare.py), else "ompi" when its "algo" is "mpi" and "chorus" otherwise;
---label replaces it for the files in order. Configurations are further told
+--label replaces it for the files in order (a file holding several, such
+as a compare.py report, gets "LABEL chorus", "LABEL ompi", ...). Configurations are further told
 apart by whichever of collective, type, redop, algo, inplace and blocking
 differ between the lines, and by the rank count (nranks).
 
@@ -300,8 +301,13 @@ def main():
             if not file_rows:
                 raise InputError("%s: no benchmark rows (objects with \"size\" and \"%s\")" %
                                  (path, metric_field))
+            # --label names the file's rows; a file of several implementations
+            # (a compare.py report) keeps them apart: "LABEL chorus", "LABEL ompi".
+            impls = {impl_of(row) for row in file_rows}
             for row in file_rows:
-                row["_impl"] = args.label[i] if i < len(args.label) else impl_of(row)
+                row["_impl"] = impl_of(row)
+                if i < len(args.label):
+                    row["_impl"] = args.label[i] + (" " + row["_impl"] if len(impls) > 1 else "")
             rows += file_rows
             metas.append(meta)
     except InputError as e:

@@ -168,6 +168,18 @@ def main():
                        for x in summary["series"]), "compare: 6 sizes of 2 runs per series")
             png_check(png2, "compare")
 
+        # --label: one name per file; a report's configurations stay apart.
+        proc = run(plot, [chorus, cmp_json, "--label", "new", "--label", "old", "-o",
+                          os.path.join(tmp, "labels.png"), "--summary"])
+        expect(proc.returncode == 0, "labels: exit 0 (got %d: %s)" % (proc.returncode,
+                                                                     proc.stderr))
+        if proc.returncode == 0:
+            labels = sorted(x["label"] for x in json.loads(proc.stdout)["series"])
+            want = sorted(["new np=2"] + ["old %s np=%d" % (c, n)
+                                          for c in ("chorus", "ompi", "ompi-tuned")
+                                          for n in (2, 4)])
+            expect(labels == want, "labels: %s (got %s)" % (want, labels))
+
         # 3. Malformed inputs.
         bad = {
             "notjson.jsonl": (json.dumps(row("chorus", 8, 1.0)) + "\n{oops\n", ":2: not JSON"),
