@@ -29,6 +29,23 @@ Chorus falls back to -t tcp with a message saying so, or, with
   bench/compare.py --build-dir build-release --np 2,4 --min 8 --max 256M --runs 3
   bench/compare.py --transport-class shm --np 2 --runs 3
 
+--fusion runs the tensor-fusion comparison instead (docs/benchmarks.md,
+"Tensor fusion"): per rank count and --runs times, interleaved,
+
+  chorus      chorusrun -np N chorus-bench fusion -t <transport> --json ...
+              (modes fused, per_tensor, single_buffer)
+  ompi        mpirun -np N <class MCA flags> mpi_allreduce_bench fusion --json ...
+              (modes per_tensor, single_buffer)
+  ompi-tuned  the same with the GLIBC_TUNABLES above
+
+on the same tensors (--tensors N --bytes-each B, or --mix resnet50), and
+prints the median step time per mode and configuration and the ratios of
+Chorus's fused step to per_tensor and single_buffer (Chorus's own and the
+better Open MPI's). When chorus-bench has no fusion mode (or is not built),
+a one-step probe says so and only Open MPI runs.
+
+  bench/compare.py --fusion --np 2 --mix resnet50 --runs 3
+
 Standard library only. Exit status: 0 when every run succeeded and every
 element checked was right, 1 on wrong results, 2 on a failed run or bad usage.
 """
@@ -99,8 +116,10 @@ def fmt_us(t):
     return "%.2f" % t if t < 10 else "%.1f" % t
 
 
-def run_one(cmd, timeout, verbose, env=None):
-    """Runs cmd in its own process group; returns (rows, summary, error)."""
+def run_one(cmd, timeout, verbose, env=None, require_summary=True):
+    """Runs cmd in its own process group; returns (rows, summary, error).
+    require_summary=False: a run that exits 0 or 1 with rows but no summary
+    line is not an error (the fusion contract makes the summary optional)."""
     if verbose:
         print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
     start = time.monotonic()
@@ -131,7 +150,7 @@ def run_one(cmd, timeout, verbose, env=None):
     if verbose:
         print("  (%.1fs, exit %d)" % (time.monotonic() - start, proc.returncode), file=sys.stderr,
               flush=True)
-    if proc.returncode not in (0, 1) or summary is None:
+    if proc.returncode not in (0, 1) or (summary is None and (require_summary or not rows)):
         tail = "\n".join((err or out).strip().splitlines()[-15:])
         return rows, summary, "exit status %d\n%s" % (proc.returncode, tail)
     return rows, summary, None
@@ -164,6 +183,166 @@ def probe_chorus_transport(chorusrun, chorus_bench, transport, n, timeout, verbo
     # The line naming the cause (chorus_init_from_env's error) first, if any.
     cause = [x for x in lines if "transport" in x.lower()]
     return "; ".join((cause or lines)[-2:]) or "exit status %d" % proc.returncode
+
+
+def condense(text, keep=2):
+    """The last `keep` distinct non-empty lines of text (every rank says the
+    same thing: once is enough), the lines naming a cause first, joined."""
+    lines = []
+    for x in (text or "").strip().splitlines():
+        if x.strip() and x not in lines and not x.startswith("---"):
+            lines.append(x.strip())
+    cause = [x for x in lines if "error" in x.lower() or "unknown" in x.lower()
+             or "not " in x.lower() or "invalid" in x.lower()]
+    return "; ".join((cause or lines)[-keep:])
+
+
+def probe_chorus_fusion(chorusrun, chorus_bench, transport, n, timeout, verbose):
+    """Runs one tiny checked fusion step through chorus-bench; returns None
+    when it printed fusion rows (objects with "mode"), else why not."""
+    cmd = [chorusrun, "-np", str(n), "--timeout", str(timeout), chorus_bench, "fusion",
+           "-t", transport, "-N", "2", "-b", "64", "-n", "1", "-w", "0", "-c", "1", "--json"]
+    rows, _, error = run_one(cmd, timeout + 30, verbose, require_summary=False)
+    if error:
+        first, _, rest = error.partition("\n")
+        return condense(rest) or first
+    if not any("mode" in r and "step_us" in r for r in rows):
+        return "it printed no fusion rows (JSON objects with \"mode\" and \"step_us\")"
+    return None
+
+
+FUSION_MODES = ("fused", "per_tensor", "single_buffer")
+
+
+def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
+               fallback_note, chorus_missing, mpirun_base):
+    """--fusion: chorus-bench fusion against mpi_allreduce_bench fusion."""
+    if args.mix:
+        shape = ["--mix", args.mix]
+        what = "mix %s" % args.mix
+    else:
+        try:
+            each = parse_bytes(args.bytes_each)
+        except ValueError:
+            print("compare.py: bad --bytes-each", file=sys.stderr)
+            return 2
+        if args.tensors < 1 or each < 4:
+            print("compare.py: --tensors must be >= 1 and --bytes-each >= 4", file=sys.stderr)
+            return 2
+        shape = ["-N", str(args.tensors), "-b", str(each)]
+        what = "%d tensors of %s" % (args.tensors, fmt_bytes(each))
+    common = shape + ["-n", str(args.iters), "-w", str(args.warmup), "--iter-bytes",
+                      args.iter_bytes, "-c", str(args.check), "--json"]
+
+    chorus_note = None
+    if chorus_missing:
+        chorus_note = chorus_missing
+    else:
+        why = probe_chorus_fusion(chorusrun, chorus_bench, chorus_transport, min(nps),
+                                  min(args.timeout, 120), args.verbose)
+        if why is not None:
+            chorus_note = "chorus-bench has no usable fusion mode (%s)" % why
+    if chorus_note:
+        chorus_note += ": Open MPI only, no fused mode and no fused ratios"
+        print("compare.py: " + chorus_note, file=sys.stderr, flush=True)
+    configs = [c for c in CONFIGS if not (c == "chorus" and chorus_note)
+               and not (args.skip_tuned and c == "ompi-tuned")]
+
+    def command(config, n):
+        if config == "chorus":
+            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout)] + \
+                shlex.split(args.chorusrun_args) + [chorus_bench, "fusion", "-t",
+                                                    chorus_transport] + common + \
+                shlex.split(args.chorus_args)
+        extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
+        return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
+            shlex.split(args.mpirun_args) + [mpi_bench, "fusion"] + common
+
+    failures, wrong_total = [], 0
+    report = {"args": vars(args), "fusion": True, "chorus_transport": chorus_transport,
+              "transport_fallback": fallback_note, "chorus_note": chorus_note, "results": {}}
+    started = time.monotonic()
+    for n in nps:
+        runs = {c: [] for c in configs}  # config -> rows (one per mode and run)
+        loads = []
+        for r in range(args.runs):
+            for config in configs:
+                print("# np=%d run %d/%d %s fusion ..." % (n, r + 1, args.runs, config),
+                      file=sys.stderr, flush=True)
+                loads.append(os.getloadavg()[0])
+                rows, _, error = run_one(command(config, n), args.timeout + 30, args.verbose,
+                                         require_summary=False)
+                loads.append(os.getloadavg()[0])
+                if error:
+                    failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
+                    print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
+                for row in rows or []:
+                    if not isinstance(row.get("mode"), str) or \
+                            not isinstance(row.get("step_us"), (int, float)):
+                        failures.append("np=%d %s run %d: a row without mode/step_us: %s" %
+                                        (n, config, r + 1, json.dumps(row)[:200]))
+                        continue
+                    row["config"], row["run"] = config, r + 1
+                    runs[config].append(row)
+                    if row.get("wrong"):
+                        wrong_total += row["wrong"]
+                        failures.append("np=%d %s run %d: %d wrong elements in mode %s" %
+                                        (n, config, r + 1, row["wrong"], row["mode"]))
+        modes = [m for m in FUSION_MODES if any(x["mode"] == m for c in configs
+                                                 for x in runs[c])]
+        modes += sorted({x["mode"] for c in configs for x in runs[c]} - set(modes))
+        med = {c: {m: median_or_none([x["step_us"] for x in runs[c] if x["mode"] == m])
+                   for m in modes} for c in configs}
+        report["results"][str(n)] = {"runs": runs, "medians": med, "loadavg": loads}
+        first = next((x for c in configs for x in runs[c]), {})
+
+        print()
+        print("## tensor fusion, %d ranks: %s (%s tensors, %s bytes per step), float32 sum; "
+              "transport class %s (Chorus -t %s%s; Open MPI %s)" %
+              (n, what, first.get("tensors", "?"), first.get("bytes", "?"),
+               args.transport_class, chorus_transport,
+               " FALLBACK, -t %s rejected" % tclass["chorus_transport"] if fallback_note else "",
+               " ".join(tclass["mpi_args"])))
+        print("## median step time in us (per run: the max over ranks of each rank's median "
+              "step); medians of %d runs" % args.runs)
+        fmt = "%13s " + " ".join(["%11s"] * len(configs))
+        print(fmt % (("mode",) + tuple(configs)))
+        for m in modes:
+            print(fmt % ((m,) + tuple(fmt_us(med[c][m]) for c in configs)))
+
+        def ratio(a, b):
+            return "%.2f" % (a / b) if a and b else "-"
+        fused = med.get("chorus", {}).get("fused")
+        for base in ("per_tensor", "single_buffer") if fused else ():
+            best_ompi = min([med[c][base] for c in configs
+                             if c != "chorus" and med[c].get(base) is not None], default=None)
+            print("## fused / %s: %s (Chorus's %s), %s (the better Open MPI %s)%s" %
+                  (base, ratio(fused, med.get("chorus", {}).get(base)), base,
+                   ratio(fused, best_ompi), base, "; below 1: fused is faster"))
+        if not fused:
+            print("## no fused ratios: no Chorus fused runs" +
+                  (" (%s)" % chorus_note if chorus_note else ""))
+        print("## 1-min load average: %.1f before the first run, %.1f..%.1f around the runs "
+              "(%d CPUs, %d ranks)" % (loads[0], min(loads), max(loads), os.cpu_count() or 1, n))
+        sys.stdout.flush()
+
+    print("\n# compare.py --fusion: %.0fs, %s" %
+          (time.monotonic() - started, "all runs OK, every element right" if not failures
+           else "%d problem(s):" % len(failures)))
+    for note in (fallback_note, chorus_note):
+        if note:
+            print("# note: " + note)
+    for f_ in failures:
+        lines = f_.splitlines()
+        print("#   " + lines[0])
+        for line in lines[1:][-3:]:
+            print("#       " + line[:300])
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(report, fh, indent=1)
+    if wrong_total:
+        return 1
+    return 2 if failures else 0
 
 
 def median_or_none(values):
@@ -217,7 +396,15 @@ def main():
                     help="extra mpirun arguments, one shell-quoted string")
     ap.add_argument("--skip-tuned", action="store_true", help="skip the GLIBC_TUNABLES run")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per benchmark invocation")
-    ap.add_argument("--json-out", help="also write every run and the medians to this file")
+    ap.add_argument("--json-out", help="also write every run and the medians to this file "
+                    "(bench/plot.py reads it)")
+    ap.add_argument("--fusion", action="store_true",
+                    help="the tensor-fusion comparison (chorus-bench fusion against "
+                         "mpi_allreduce_bench fusion) instead of the allreduce sweep")
+    ap.add_argument("--tensors", type=int, default=1000, help="--fusion: tensors per step (-N)")
+    ap.add_argument("--bytes-each", default="4K", help="--fusion: bytes of each tensor (-b)")
+    ap.add_argument("--mix", help="--fusion: a named mix of tensor sizes instead of --tensors "
+                                  "and --bytes-each (resnet50, bert-base: bench/fusion_mixes.h)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command")
     args = ap.parse_args()
 
@@ -228,9 +415,13 @@ def main():
     chorusrun = args.chorusrun or os.path.join(build, "tools", "chorusrun")
     chorus_bench = args.chorus_bench or os.path.join(build, "bench", "chorus-bench")
     mpi_bench = args.mpi_bench or os.path.join(build, "bench", "mpi_allreduce_bench")
+    chorus_missing = None  # --fusion runs Open MPI alone when Chorus is not there
     for path, what in ((chorusrun, "chorusrun"), (chorus_bench, "chorus-bench"),
                        (mpi_bench, "mpi_allreduce_bench")):
         if not os.access(path, os.X_OK):
+            if args.fusion and what != "mpi_allreduce_bench":
+                chorus_missing = chorus_missing or "%s not found at %s" % (what, path)
+                continue
             print("compare.py: %s not found at %s (build it, or give --build-dir / --%s)"
                   % (what, path, what.replace("_", "-").replace("allreduce-", "")),
                   file=sys.stderr)
@@ -252,7 +443,7 @@ def main():
     # shared memory.) If not, fall back to the class's fallback and say so.
     chorus_transport = tclass["chorus_transport"]
     fallback_note = None
-    if tclass.get("chorus_fallback"):
+    if tclass.get("chorus_fallback") and not chorus_missing:
         why = probe_chorus_transport(chorusrun, chorus_bench, chorus_transport, min(nps),
                                      min(args.timeout, 120), args.verbose)
         if why is not None:
@@ -267,6 +458,9 @@ def main():
                                                 args.transport_class))
             chorus_transport = tclass["chorus_fallback"]
             print("compare.py: " + fallback_note, file=sys.stderr, flush=True)
+    if args.fusion:
+        return run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
+                          fallback_note, chorus_missing, mpirun_base)
     chorus_extra = (["--no-limit"] if args.no_limit else []) + shlex.split(args.chorus_args)
 
     def command(config, n):
@@ -298,6 +492,7 @@ def main():
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
                     print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
                 for row in rows or []:
+                    row["config"], row["run"] = config, r + 1  # for --json-out readers (plot.py)
                     runs[config].setdefault(row["size"], []).append(row)
                     if row.get("wrong"):
                         wrong_total += row["wrong"]

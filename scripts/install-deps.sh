@@ -10,6 +10,7 @@ packages=(
   libxxhash-dev                                   # call signature digests
   libhwloc-dev libucx-dev                         # topology, UCX transport
   openmpi-bin libopenmpi-dev                      # benchmark comparison only
+  python3-matplotlib                              # bench/plot.py (test bench-plot)
   iproute2 procps psmisc python3                  # test helpers (netns, pgrep, killall)
   clang-format
   clang-14 libclang-rt-14-dev                     # fuzz targets (libFuzzer; suite fuzz)
