@@ -106,12 +106,18 @@ static size_t wrong_sum(const float* data, size_t count, int size) {
   return wrong;
 }
 
+enum form { BLOCKING, NONBLOCKING, FUSED };
+
+/* An allreduce in one of three forms: chorus_allreduce, chorus_iallreduce +
+ * wait, or a tensor named "grad" given to the fusion engine + wait. */
 static chorus_result_t allreduce(chorus_comm_t comm, const void* send, void* recv, size_t count,
                                  chorus_dtype_t dtype, chorus_op_t op, int64_t timeout_ms,
-                                 int nonblocking) {
-  if (!nonblocking) return chorus_allreduce(comm, send, recv, count, dtype, op, timeout_ms);
+                                 enum form form) {
+  if (form == BLOCKING) return chorus_allreduce(comm, send, recv, count, dtype, op, timeout_ms);
   chorus_request_t request = NULL;
-  chorus_result_t rc = chorus_iallreduce(comm, send, recv, count, dtype, op, &request);
+  chorus_result_t rc =
+      form == FUSED ? chorus_fused_allreduce(comm, "grad", send, recv, count, dtype, op, &request)
+                    : chorus_iallreduce(comm, send, recv, count, dtype, op, &request);
   if (rc != CHORUS_SUCCESS) return rc;
   rc = chorus_wait(&request, timeout_ms);
   /* A wait that timed out leaves the operation running (and the request
@@ -247,13 +253,15 @@ static double timeout_s(void) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s FAULT VICTIM COUNT blocking|nonblocking\n", argv[0]);
+    fprintf(stderr, "usage: %s FAULT VICTIM COUNT blocking|nonblocking|fused\n", argv[0]);
     return 2;
   }
   const char* fault = argv[1];
   const int victim = atoi(argv[2]);
   const size_t count = (size_t)strtoull(argv[3], NULL, 10);
-  const int nonblocking = strcmp(argv[4], "nonblocking") == 0;
+  const enum form nonblocking = strcmp(argv[4], "nonblocking") == 0 ? NONBLOCKING
+                                : strcmp(argv[4], "fused") == 0     ? FUSED
+                                                                    : BLOCKING;
   signal(SIGTERM, SIG_IGN);
 
   chorus_comm_t comm = NULL;

@@ -54,6 +54,12 @@ FAULTS = {
     # last rank's death, and the store (hosted by chorusrun) goes with it.
     "launcher-killed": (None, True, FAST_MS),
 }
+# Faults also tried with the call a tensor given to the fusion engine
+# (chorus_fused_allreduce, after a fused warm-up that set the engine up), on
+# 3 ranks at the latency size: a peer's failure fails the pending tensor; a
+# tensor one rank lacks fails at CHORUS_TIMEOUT naming it and the rank.
+FUSED = {"none", "killed", "exited", "destroyed", "aborted", "stalled", "count", "dtype", "op",
+         "bad-argument"}
 # Faults that need the connections to be the transport's own TCP sockets
 # (fault_rank.c finds them by the process's sockets): not over UCX.
 TCP_ONLY = {"malformed-frame", "truncated"}
@@ -175,7 +181,12 @@ def run_case(args, fault, transport, size, np, form):
     # The stuck-rank report: a timeout says where the rank that was not there
     # was, first (it had finished the barrier, #2, and was in no call), or
     # which peer a rank in the same call waited on.
-    if fault in ("stalled", "early-timeout"):
+    if fault == "stalled" and form == "fused":
+        for r, (c, _, msg) in sorted(verdicts.items()):
+            if c == 3 and not (f"tensor 'grad'" in msg and f"not by rank {victim}" in msg):
+                problems.append(f"rank {r}'s timeout does not name the tensor and rank {victim}: "
+                                f"{msg[:200]}")
+    elif fault in ("stalled", "early-timeout"):
         absent = victim if fault == "stalled" else None
         for r, (c, _, msg) in sorted(verdicts.items()):
             if c != 3:
@@ -199,6 +210,30 @@ def run_case(args, fault, transport, size, np, form):
         "messages": {r: verdicts[r][2] for r in verdicts},
         "problems": problems, "stdout": out[-3000:], "stderr": err[-3000:],
     }
+
+
+def run_and_print(args, results, fault, transport, size, np, form):
+    r = run_case(args, fault, transport, size, np, form)
+    open_reason = known_open(fault, transport, size, np)
+    if open_reason:
+        r["open"] = open_reason
+        if r["problems"]:
+            r["open_problems"], r["problems"] = r["problems"], []
+        else:
+            r["problems"] = ["passes, but is listed as open: remove it from KNOWN_OPEN"]
+    results.append(r)
+    codes = " ".join(f"{k}:{CODE_NAMES.get(v, v)}" for k, v in sorted(r["codes"].items()))
+    slowest = max(r["lag_ms"].values()) if r["lag_ms"] else -1
+    verdict = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"])
+    if r.get("open_problems"):
+        verdict = "open (" + r["open"] + "): " + "; ".join(r["open_problems"])
+    print(f"{fault:<19} {transport:<9} {size:<8} {np:>2} {form:<11} "
+          f"{codes:<24} {slowest:>10}  {verdict}", flush=True)
+    if r["problems"] or args.verbose:
+        for rank, msg in sorted(r["messages"].items()):
+            print(f"    rank {rank}: {msg[:300]}")
+        if r["problems"]:
+            print("    --- stdout\n" + r["stdout"] + "\n    --- stderr\n" + r["stderr"])
 
 
 def main():
@@ -227,28 +262,11 @@ def main():
                 for np in (int(n) for n in args.np.split(",")):
                     # Two ranks wait blocking, three non-blocking: both forms
                     # and both counts without doubling the suite.
-                    form = "blocking" if np == 2 else "nonblocking"
-                    r = run_case(args, fault, transport, size, np, form)
-                    open_reason = known_open(fault, transport, size, np)
-                    if open_reason:
-                        r["open"] = open_reason
-                        if r["problems"]:
-                            r["open_problems"], r["problems"] = r["problems"], []
-                        else:
-                            r["problems"] = ["passes, but is listed as open: remove it from KNOWN_OPEN"]
-                    results.append(r)
-                    codes = " ".join(f"{k}:{CODE_NAMES.get(v, v)}" for k, v in sorted(r["codes"].items()))
-                    slowest = max(r["lag_ms"].values()) if r["lag_ms"] else -1
-                    verdict = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"])
-                    if r.get("open_problems"):
-                        verdict = "open (" + r["open"] + "): " + "; ".join(r["open_problems"])
-                    print(f"{fault:<19} {transport:<9} {size:<8} {np:>2} {form:<11} "
-                          f"{codes:<24} {slowest:>10}  {verdict}", flush=True)
-                    if r["problems"] or args.verbose:
-                        for rank, msg in sorted(r["messages"].items()):
-                            print(f"    rank {rank}: {msg[:300]}")
-                        if r["problems"]:
-                            print("    --- stdout\n" + r["stdout"] + "\n    --- stderr\n" + r["stderr"])
+                    forms = ["blocking" if np == 2 else "nonblocking"]
+                    if fault in FUSED and np == 3 and size == "latency":
+                        forms.append("fused")
+                    for form in forms:
+                        run_and_print(args, results, fault, transport, size, np, form)
     failed = sum(1 for r in results if r["problems"])
     still_open = sum(1 for r in results if r.get("open_problems"))
     if args.json:
