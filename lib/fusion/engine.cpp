@@ -41,6 +41,23 @@ std::string rank_names(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
 
+// The bucket's tensors lie back to back in memory, in bucket order, all in
+// place or all with back-to-back outputs apart from the inputs: one
+// allreduce on the user's memory serves, with no copy (what DDP's
+// gradient_as_bucket_view arranges). Each rank decides for itself: the
+// collective is the same either way.
+bool adjacent(std::span<const FusedPtr> tensors, std::size_t bytes) {
+  const auto* send = static_cast<const std::byte*>(tensors.front()->send);
+  auto* recv = static_cast<std::byte*>(tensors.front()->recv);
+  const bool in_place = send == recv;
+  std::size_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t->send != send + offset || t->recv != recv + offset) return false;
+    offset += t->spec.bytes();
+  }
+  return in_place || recv + bytes <= send || send + bytes <= recv;
+}
+
 }  // namespace
 
 EngineOptions EngineOptions::from(const Config& config) {
@@ -88,7 +105,7 @@ FusedPtr Engine::submit(TensorSpec spec, const void* send, void* recv) {
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_)
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
-  if (!outstanding_names_.emplace(tensor->spec.name, true).second)
+  if (!outstanding_.emplace(tensor->spec.name, tensor).second)
     throw UsageError(fmt::format(
         "fused allreduce: tensor '{}' is already pending on rank {} (a name is submitted again "
         "only once its request has finished)",
@@ -105,7 +122,7 @@ FusedPtr Engine::submit(TensorSpec spec, const void* send, void* recv) {
 // Every tensor known here, or a fused buffer's worth, is in: waiting for the
 // cycle timer would only add latency.
 bool Engine::triggered_locked() const {
-  return (known_count_ > 0 && outstanding_names_.size() >= known_count_) ||
+  return (known_count_ > 0 && outstanding_.size() >= known_count_) ||
          outstanding_bytes_ >= options_.fusion_bytes;
 }
 
@@ -141,10 +158,8 @@ void Engine::main() {
                                     std::chrono::duration<double, std::milli>(options_.cycle_ms));
       cv_.wait_until(lock, last_end + period, [&] { return trigger_ || shutdown_requested_; });
       trigger_ = false;
-      for (auto& t : incoming_) {
-        by_name_.emplace(t->spec.name, t);
-        pending_.push_back(std::move(t));
-      }
+      pending_.insert(pending_.end(), std::make_move_iterator(incoming_.begin()),
+                      std::make_move_iterator(incoming_.end()));
       incoming_.clear();
     }
     bool go_on = false;
@@ -165,7 +180,7 @@ void Engine::main() {
 
 bool Engine::cycle() {
   std::exception_ptr stop;
-  std::vector<TensorSpec> ready = negotiate(stop);
+  std::vector<FusedPtr> ready = negotiate(stop);
   execute(std::move(ready), Clock::now());
   if (stop) {
     stop_with(stop);
@@ -174,17 +189,26 @@ bool Engine::cycle() {
   return true;
 }
 
-std::vector<TensorSpec> Engine::negotiate(std::exception_ptr& stop) {
+std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
   const auto start = Clock::now();
   bool has_new = false, stall = false, timed_out = false, shutting_down;
   std::vector<uint8_t> vec(kFlagCount + known_.size(), 0);
-  for (const auto& t : pending_) {
-    const auto id = known_.find(t->spec.name);
-    if (id && known_.at(*id).same_shape(t->spec))
-      vec[kFlagCount + *id] = 1;
-    else
+  // pending_'s index of each known id pending here (fast path), or -1.
+  std::vector<int64_t> pending_of(known_.size(), -1);
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    FusedTensor& t = *pending_[i];
+    if (!t.looked_up) {
+      const auto id = known_.find(t.spec.name);
+      t.known_id = id && known_.at(*id).same_shape(t.spec) ? int64_t(*id) : -1;
+      t.looked_up = true;
+    }
+    if (t.known_id >= 0) {
+      vec[kFlagCount + static_cast<std::size_t>(t.known_id)] = 1;
+      pending_of[static_cast<std::size_t>(t.known_id)] = static_cast<int64_t>(i);
+    } else {
       has_new = true;
-    const auto age = start - t->submitted;
+    }
+    const auto age = start - t.submitted;
     if (age > seconds(options_.stall_s) && start - last_stall_warning_ > seconds(options_.stall_s))
       stall = true;
     if (age > seconds(options_.timeout_s)) timed_out = true;
@@ -206,10 +230,16 @@ std::vector<TensorSpec> Engine::negotiate(std::exception_ptr& stop) {
   idle_everywhere_ = start - idle_since_ > kIdleAfter;
 
   const bool slow = !vec[kHasNew] || !vec[kStallCheck] || !vec[kTimedOut] || !vec[kShutdown];
-  std::vector<TensorSpec> ready;
+  std::vector<FusedPtr> ready;
   if (!slow) {
     for (std::size_t id = 0; id < known_.size(); ++id)
-      if (vec[kFlagCount + id]) ready.push_back(known_.at(static_cast<uint32_t>(id)));
+      if (vec[kFlagCount + id]) {
+        CHORUS_CHECK(pending_of[id] >= 0,
+                     "known tensor '{}' is ready everywhere but not pending "
+                     "on rank {}",
+                     known_.at(static_cast<uint32_t>(id)).name, rank_);
+        ready.push_back(pending_[static_cast<std::size_t>(pending_of[id])]);
+      }
     std::lock_guard lock(mu_);
     ++stats_.cycles;
     ++stats_.fast_cycles;
@@ -297,52 +327,59 @@ std::vector<TensorSpec> Engine::negotiate(std::exception_ptr& stop) {
                                 "communicator) before every rank had submitted the tensors "
                                 "pending here",
                                 rank_names(stopping_ranks)));
-  return std::move(agreement.ready);
+  std::lock_guard lock(mu_);
+  for (const auto& spec : agreement.ready) {
+    auto it = outstanding_.find(spec.name);
+    CHORUS_CHECK(it != outstanding_.end(), "ready tensor '{}' is not pending on rank {}", spec.name,
+                 rank_);
+    ready.push_back(it->second);
+  }
+  return ready;
 }
 
-void Engine::execute(std::vector<TensorSpec> ready, Clock::time_point agreed) {
+void Engine::execute(std::vector<FusedPtr> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
-  const auto buckets = plan_buckets(ready, options_.fusion_bytes);
+  const auto buckets = plan_buckets(ready, options_.fusion_bytes,
+                                    [](const FusedPtr& t) -> const TensorSpec& { return t->spec; });
   for (const auto& bucket : buckets) {
-    std::vector<FusedPtr> tensors;
-    for (std::size_t i = bucket.first; i < bucket.last; ++i) {
-      auto it = by_name_.find(ready[i].name);
-      CHORUS_CHECK(it != by_name_.end(), "ready tensor '{}' is not pending on rank {}",
-                   ready[i].name, rank_);
-      tensors.push_back(it->second);
-    }
+    const std::span<const FusedPtr> tensors(ready.data() + bucket.first, bucket.size());
     run_bucket(tensors, bucket.bytes, agreed);
     for (const auto& t : tensors) {
+      if (t->known_id >= 0) continue;
       if (auto id = known_.find(t->spec.name))
         known_.update(*id, t->spec);
       else
         known_.add(t->spec);
-      complete(t);
     }
+    complete(tensors);
   }
   std::erase_if(pending_, [](const FusedPtr& t) { return t->completion.done(); });
   std::lock_guard lock(mu_);
   known_count_ = known_.size();
 }
 
-void Engine::run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
+void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
                         Clock::time_point agreed) {
   const TensorSpec& first = tensors.front()->spec;
   const std::size_t elem = dtype_size(first.dtype);
-  const bool direct = tensors.size() == 1;
-  for (const auto& t : tensors) {
-    const int track = timeline_.track(t->spec.name);
-    timeline_.instant(track, "submitted", t->submitted);
-    timeline_.span(track, "negotiate", t->submitted, agreed);
-  }
+  bool direct = tensors.size() == 1;
+  const bool timed = timeline_.enabled();
+  if (timed)
+    for (const auto& t : tensors) {
+      const int track = timeline_.track(t->spec.name);
+      timeline_.instant(track, "submitted", t->submitted);
+      timeline_.span(track, "negotiate", t->submitted, agreed);
+    }
   CollectiveCall call;
-  if (direct) {
-    call = allreduce_call(first, tensors.front()->send, tensors.front()->recv, first.count);
+  if (direct || adjacent(tensors, bytes)) {
+    direct = true;
+    call = allreduce_call(first, tensors.front()->send, tensors.front()->recv, bytes / elem);
   } else {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     call = allreduce_call(first, fusion_buffer_.data(), fusion_buffer_.data(), bytes / elem);
   }
-  const auto copy_in = Clock::now();
+  Clock::time_point copy_in, reduce, copy_out;
+  if (timed) copy_in = Clock::now();
   if (!direct) {
     std::size_t offset = 0;
     for (const auto& t : tensors) {
@@ -351,11 +388,13 @@ void Engine::run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
       offset += n;
     }
   }
-  const auto reduce = Clock::now();
   std::string algorithm;
-  if (timeline_.enabled() && bytes > 0) algorithm = std::string(comm_->explain(call).spec->name);
+  if (timed) {
+    reduce = Clock::now();
+    if (bytes > 0) algorithm = std::string(comm_->explain(call).spec->name);
+  }
   if (bytes > 0) comm_->run(call, deadline());
-  const auto copy_out = Clock::now();
+  if (timed) copy_out = Clock::now();
   if (!direct) {
     std::size_t offset = 0;
     for (const auto& t : tensors) {
@@ -364,8 +403,8 @@ void Engine::run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
       offset += n;
     }
   }
-  const auto end = Clock::now();
-  if (timeline_.enabled()) {
+  if (timed) {
+    const auto end = Clock::now();
     timeline_.span(0, "allreduce", reduce, copy_out,
                    {{"algorithm", algorithm},
                     {"bytes", bytes},
@@ -386,14 +425,15 @@ void Engine::run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
   stats_.bytes += bytes;
 }
 
-void Engine::complete(const FusedPtr& tensor) {
+void Engine::complete(std::span<const FusedPtr> tensors) {
   {
     std::lock_guard lock(mu_);
-    outstanding_names_.erase(tensor->spec.name);
-    outstanding_bytes_ -= tensor->spec.bytes();
+    for (const auto& t : tensors) {
+      outstanding_.erase(t->spec.name);
+      outstanding_bytes_ -= t->spec.bytes();
+    }
   }
-  by_name_.erase(tensor->spec.name);
-  tensor->completion.complete();
+  for (const auto& t : tensors) t->completion.complete();
 }
 
 void Engine::stop_with(std::exception_ptr error) {
@@ -405,10 +445,9 @@ void Engine::stop_with(std::exception_ptr error) {
     failing.insert(failing.end(), incoming_.begin(), incoming_.end());
     pending_.clear();
     incoming_.clear();
-    outstanding_names_.clear();
+    outstanding_.clear();
     outstanding_bytes_ = 0;
   }
-  by_name_.clear();
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {

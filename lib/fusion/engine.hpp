@@ -11,7 +11,8 @@
 //     2. group the ready tensors by (dtype, op) into buckets of at most
 //        CHORUS_FUSION_BYTES, copy each bucket into a pooled buffer, run one
 //        allreduce per bucket (normal algorithm selection), copy out;
-//        a bucket of one tensor runs on the user's buffers, with no copy;
+//        a bucket of one tensor, or of tensors that lie back to back in
+//        memory in bucket order, runs on the user's buffers with no copy;
 //     3. complete each tensor's request.
 //   A cycle starts CHORUS_FUSION_CYCLE_MS after the last one began, or at
 //   once when every known tensor (or CHORUS_FUSION_BYTES of them) has been
@@ -43,6 +44,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +66,10 @@ struct FusedTensor {
   void* recv = nullptr;
   Clock::time_point submitted;
   Completion completion;
+  // Engine thread only: the known id of the name with this spec (-1: none),
+  // looked up once.
+  int64_t known_id = -1;
+  bool looked_up = false;
 };
 using FusedPtr = std::shared_ptr<FusedTensor>;
 
@@ -111,11 +117,11 @@ class Engine {
   bool cycle();
   // The tensors to reduce now, in order; sets stop when the engine must stop
   // after reducing them (or at once: nothing ready).
-  std::vector<TensorSpec> negotiate(std::exception_ptr& stop);
-  void execute(std::vector<TensorSpec> ready, Clock::time_point agreed);
-  void run_bucket(const std::vector<FusedPtr>& tensors, std::size_t bytes,
-                  Clock::time_point agreed);
-  void complete(const FusedPtr& tensor);
+  std::vector<FusedPtr> negotiate(std::exception_ptr& stop);
+  void execute(std::vector<FusedPtr> ready, Clock::time_point agreed);
+  void run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes, Clock::time_point agreed);
+  // Completes a bucket's tensors and forgets them.
+  void complete(std::span<const FusedPtr> tensors);
   // Fails every pending tensor and stops the engine with `error`.
   void stop_with(std::exception_ptr error);
   bool triggered_locked() const;
@@ -129,7 +135,6 @@ class Engine {
   // Engine-thread state.
   KnownTable known_;
   std::vector<FusedPtr> pending_;  // submission order
-  std::unordered_map<std::string, FusedPtr> by_name_;
   std::vector<uint8_t> fusion_buffer_;
   Clock::time_point last_stall_warning_{};
   Clock::time_point idle_since_;
@@ -140,7 +145,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<FusedPtr> incoming_;
-  std::unordered_map<std::string, bool> outstanding_names_;  // pending or incoming
+  std::unordered_map<std::string, FusedPtr> outstanding_;  // pending or incoming, by name
   std::size_t outstanding_bytes_ = 0;
   std::size_t known_count_ = 0;  // known_.size(), published by the engine thread
   bool shutdown_requested_ = false;

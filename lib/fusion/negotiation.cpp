@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "base/core/error.hpp"
 
@@ -156,33 +155,6 @@ bool KnownTable::add(const TensorSpec& spec) {
   ids_.emplace(spec.name, static_cast<uint32_t>(specs_.size()));
   specs_.push_back(spec);
   return true;
-}
-
-std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes) {
-  // Stable grouping by (dtype, op), groups in order of first appearance.
-  std::map<std::pair<int, int>, int> group_of;
-  for (const auto& t : ready)
-    group_of.emplace(std::pair<int, int>(static_cast<int>(t.dtype), static_cast<int>(t.op)),
-                     static_cast<int>(group_of.size()));
-  auto group = [&](const TensorSpec& t) {
-    return group_of.at({static_cast<int>(t.dtype), static_cast<int>(t.op)});
-  };
-  std::stable_sort(ready.begin(), ready.end(),
-                   [&](const TensorSpec& a, const TensorSpec& b) { return group(a) < group(b); });
-  std::vector<Bucket> out;
-  for (std::size_t i = 0; i < ready.size(); ++i) {
-    const std::size_t bytes = ready[i].bytes();
-    const bool joins = !out.empty() && out.back().last == i &&
-                       group(ready[out.back().first]) == group(ready[i]) &&
-                       out.back().bytes + bytes <= fusion_bytes && bytes <= fusion_bytes;
-    if (joins) {
-      out.back().last = i + 1;
-      out.back().bytes += bytes;
-    } else {
-      out.push_back({i, i + 1, bytes});
-    }
-  }
-  return out;
 }
 
 }  // namespace chorus::fusion

@@ -128,10 +128,61 @@ struct Bucket {
   std::size_t size() const { return last - first; }
 };
 
+// The grouping key of a spec: tensors of one (dtype, op) can share a bucket.
+inline int group_key(const TensorSpec& spec) {
+  return static_cast<int>(spec.dtype) * kReduceOpCount + static_cast<int>(spec.op);
+}
+
 // Orders `ready` in place so that tensors of one (dtype, op) are adjacent (a
 // stable grouping: the first group is the first tensor's), then cuts it into
 // buckets of one (dtype, op) and at most fusion_bytes each; a tensor larger
-// than fusion_bytes gets a bucket of its own.
-std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes);
+// than fusion_bytes gets a bucket of its own. spec_of(item) gives an item's
+// TensorSpec. Linear in the number of tensors.
+template <typename T, typename SpecOf>
+std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes, SpecOf spec_of) {
+  constexpr int kKeys = kDataTypeCount * kReduceOpCount;
+  int order[kKeys];  // a key's place among the groups, -1: not seen
+  for (int& o : order) o = -1;
+  std::vector<std::size_t> group_size;
+  for (const auto& item : ready) {
+    int& o = order[group_key(spec_of(item))];
+    if (o < 0) {
+      o = static_cast<int>(group_size.size());
+      group_size.push_back(0);
+    }
+    ++group_size[static_cast<std::size_t>(o)];
+  }
+  std::vector<std::size_t> start(group_size.size(), 0);
+  for (std::size_t g = 1; g < start.size(); ++g) start[g] = start[g - 1] + group_size[g - 1];
+  std::vector<Bucket> out;
+  if (group_size.size() > 1) {
+    std::vector<T> grouped(ready.size());
+    auto next = start;
+    for (auto& item : ready) {
+      const auto g = static_cast<std::size_t>(order[group_key(spec_of(item))]);
+      grouped[next[g]++] = std::move(item);
+    }
+    ready = std::move(grouped);
+  }
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    const TensorSpec& spec = spec_of(ready[i]);
+    const std::size_t bytes = spec.bytes();
+    const bool joins = !out.empty() &&
+                       group_key(spec_of(ready[out.back().first])) == group_key(spec) &&
+                       out.back().bytes + bytes <= fusion_bytes && bytes <= fusion_bytes;
+    if (joins) {
+      out.back().last = i + 1;
+      out.back().bytes += bytes;
+    } else {
+      out.push_back({i, i + 1, bytes});
+    }
+  }
+  return out;
+}
+
+inline std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes) {
+  return plan_buckets(ready, fusion_bytes,
+                      [](const TensorSpec& s) -> const TensorSpec& { return s; });
+}
 
 }  // namespace chorus::fusion

@@ -231,6 +231,53 @@ TEST_CASE("fused allreduce: 200 named tensors in a different order on every rank
     }
 }
 
+TEST_CASE("fused allreduce: tensors back to back in one buffer are reduced where they lie",
+          "[fusion]") {
+  // Rank 0 submits in memory order, rank 1 in reverse: a bucket's tensors
+  // are adjacent in memory on one rank and not on the other, which copies;
+  // the collective is the same. In place and out of place.
+  const int n = 2, tensors = 64, steps = 5;
+  std::vector<std::size_t> count(tensors), offset(tensors);
+  std::size_t total = 0;
+  for (int t = 0; t < tensors; ++t) {
+    count[t] = 1 + std::size_t(t) * 37 % 500;
+    offset[t] = total;
+    total += count[t];
+  }
+  for (bool in_place : {true, false}) {
+    std::vector<std::string> notes(n);
+    std::vector<chorus_fusion_stats_t> stats(n);
+    auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+      std::vector<float> in(total), out(total, -1.0f);
+      float* result = in_place ? in.data() : out.data();
+      for (int step = 0; step < steps; ++step) {
+        for (std::size_t i = 0; i < total; ++i) in[i] = float((i + std::size_t(step)) % 97 + rank);
+        std::vector<chorus_request_t> requests(tensors, nullptr);
+        for (int k = 0; k < tensors; ++k) {
+          const int t = rank == 0 ? k : tensors - 1 - k;
+          const std::string name = "p" + std::to_string(t);
+          if (chorus_fused_allreduce(comm, name.c_str(), in.data() + offset[t], result + offset[t],
+                                     count[t], CHORUS_FLOAT32, CHORUS_SUM, &requests[t]))
+            return 1;
+        }
+        for (auto& r : requests)
+          if (chorus_wait(&r, 0)) return 2;
+        for (std::size_t i = 0; i < total; ++i)
+          if (result[i] != float(2 * ((i + std::size_t(step)) % 97) + 1)) {
+            notes[rank] = "step " + std::to_string(step) + " element " + std::to_string(i) + " = " +
+                          std::to_string(result[i]);
+            return 3;
+          }
+      }
+      stats[rank] = stats_of(comm);
+      return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 4;
+    });
+    INFO("in place " << in_place << ": " << notes[0] << " / " << notes[1]);
+    CHECK(all_zero(results));
+    CHECK(stats[0].tensors == std::uint64_t(tensors * steps));
+  }
+}
+
 TEST_CASE("fused allreduce: a tensor one rank never submits fails everywhere, named", "[fusion]") {
   chorus::test::LogCapture log("fusion");
   const int n = 3;
