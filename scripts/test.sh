@@ -34,7 +34,9 @@
 #                     failures, barrier, sequences, broadcast and gather sweeps;
 #   tsan-coll-tcp     coll_tests_tcp sliced: ring allreduce (not [large]),
 #                     reduce_scatter, allgather, broadcast, reduce, scatter,
-#                     alltoall over real TCP (tests/coll/meson.build).
+#                     alltoall over real TCP (tests/coll/meson.build);
+#   tsan-fusion       the fusion engine's thread with submitting and waiting
+#                     threads: every fusion case but the long 200-tensor sweep.
 # Not run there: unit (no threads), coll-shm, coll-ucx*, e2e/launcher/faults
 # (processes through chorusrun), and the full coll sweeps (the release and
 # asan suites run them).
@@ -132,7 +134,7 @@ for suite in ${TEST_SUITES:-release asan fuzz tsan}; do
     fuzz) SETUP_ENV="CC=clang-14 CXX=clang++-14" SUITE_TEST_ARGS="--suite fuzz" \
             run_suite build-fuzz buildtype=debugoptimized fuzz=enabled \
             fuzz_seconds="${FUZZ_SECONDS:-25}" ;;
-    tsan) SUITE_TESTS="tcp bootstrap c-api ucx ucx-tcp tsan-coll-inproc tsan-coll-tcp" \
+    tsan) SUITE_TESTS="tcp bootstrap c-api ucx ucx-tcp tsan-coll-inproc tsan-coll-tcp tsan-fusion" \
             UCX_MEM_EVENTS=no \
             run_suite build-tsan buildtype=custom optimization=1 debug=false cpp_args=-g1 \
             c_args=-g1 b_sanitize=thread ucx=enabled ;;
