@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/core/dtype.hpp"
+
 namespace chorus {
 
 struct Config {
@@ -36,6 +38,8 @@ struct Config {
   std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
   std::size_t tcp_zero_copy_min = 4096;  // receive straight into user buffers from this size
+  // float32 allreduce: dtype on the wire (bf16 or f16); nullopt: not compressed
+  std::optional<DataType> wire_dtype;
 };
 
 // An environment to read from: the process's, or a map in tests.
