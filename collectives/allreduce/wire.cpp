@@ -1,5 +1,7 @@
 #include "collectives/allreduce/wire.hpp"
 
+#include <algorithm>
+
 #include "collectives/common/scratch_slots.hpp"
 
 namespace chorus {
@@ -32,14 +34,25 @@ WirePlan plan_wire(const CollectiveCall& call, DataType wire, int size) {
 void run_wire_allreduce(CollectiveContext& ctx, const AlgorithmSpec& algo,
                         const CollectiveCall& call, const WirePlan& plan) {
   const std::size_t n = call.count;
-  std::byte* buf = ctx.scratch.get(scratch_slot::wire, n * plan.shape.elem).data();
-  narrow_from_f32(static_cast<const float*>(call.send), buf, n, plan.wire);
+  const std::size_t piece = std::min(n, kWirePieceElements);
+  std::byte* buf = ctx.scratch.get(scratch_slot::wire, piece * plan.shape.elem).data();
+  const int divide_by = call.op == ReduceOp::avg ? ctx.size() : 1;
+  const auto* send = static_cast<const float*>(call.send);
+  auto* recv = static_cast<float*>(call.recv);
   CollectiveCall inner = plan.inner;
   inner.send = buf;
   inner.recv = buf;
-  algo.run(ctx, inner, plan.shape);
-  const int divide_by = call.op == ReduceOp::avg ? ctx.size() : 1;
-  widen_to_f32(buf, static_cast<float*>(call.recv), n, plan.wire, divide_by);
+  CallShape shape = plan.shape;
+  std::size_t at = 0;
+  do {  // at least once: a zero count is a call too
+    const std::size_t m = std::min(piece, n - at);
+    narrow_from_f32(send + at, buf, m, plan.wire);
+    inner.count = m;
+    shape.bytes = m * shape.elem;
+    algo.run(ctx, inner, shape);
+    widen_to_f32(buf, recv + at, m, plan.wire, divide_by);
+    at += m;
+  } while (at < n);
 }
 
 }  // namespace chorus

@@ -37,6 +37,8 @@ using namespace chorus::test;
 
 namespace {
 
+constexpr std::size_t kBigWire = 2 * kWirePieceElements + 1031;
+
 int significant_bits(DataType wire) {
   return wire == DataType::bf16 ? 8 : 11;
 }
@@ -183,10 +185,12 @@ TEST_CASE("wire compression: every algorithm, bf16 and f16, 2-4 ranks, sum/avg/m
       for (DataType wire : {DataType::bf16, DataType::f16}) {
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
           // 64-byte segments (32 wire elements) and pieces: 1, 7, 33 and 1031
-          // are no multiple of them; 100003 with the default segment.
-          for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{33},
-                                    std::size_t{1031}, std::size_t{100003}}) {
-            const bool big = count == 100003;
+          // are no multiple of them; 0: nothing to do; the big one with the
+          // default segment: two whole pieces of kWirePieceElements and a
+          // part of one.
+          for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{33},
+                                    std::size_t{1031}, kBigWire}) {
+            const bool big = count == kBigWire;
             if (big && op != ReduceOp::sum && op != ReduceOp::avg) continue;
             WireCase c{
                 n, count, wire, op, algo, count % 2 == 1 && n % 2 == 0, big ? kDefaultSegment : 64};
