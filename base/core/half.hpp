@@ -8,6 +8,14 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CHORUS_HALF_AVX2 1
+#define CHORUS_AVX2 __attribute__((target("avx2,f16c")))
+#else
+#define CHORUS_HALF_AVX2 0
+#endif
+
 #define CHORUS_INLINE inline __attribute__((always_inline))
 
 namespace chorus::half_impl {
@@ -91,5 +99,36 @@ CHORUS_INLINE uint16_t float_to_bf16_impl(float f) {
   const bool is_nan = (x & 0x7FFFFFFFu) > 0x7F800000u;
   return static_cast<uint16_t>(is_nan ? nan : rounded);
 }
+
+#if CHORUS_HALF_AVX2
+// float_to_bf16_impl on eight 32-bit lanes (the float bits); the results are
+// in the low 16 bits of each lane, the high bits zero (so that
+// _mm256_packus_epi32 packs them exactly).
+CHORUS_AVX2 CHORUS_INLINE __m256i round_bf16_lanes(__m256i x) {
+  const __m256i halfway = _mm256_set1_epi32(0x7FFF);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, halfway),
+                                         _mm256_and_si256(_mm256_srli_epi32(x, 16), one)),
+                        16);
+  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x0040));
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
+                                            _mm256_set1_epi32(0x7F800000));
+  return _mm256_blendv_epi8(rounded, nan, is_nan);
+}
+
+// Sixteen float32 results (two vectors) rounded to bf16 and stored in order.
+CHORUS_AVX2 CHORUS_INLINE void store_bf16x16(uint16_t* d, __m256i lo, __m256i hi) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                      _mm256_permute4x64_epi64(
+                          _mm256_packus_epi32(round_bf16_lanes(lo), round_bf16_lanes(hi)), 0xD8));
+}
+
+// Eight bf16 values widened to float32 (exact).
+CHORUS_AVX2 CHORUS_INLINE __m256 load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+#endif
 
 }  // namespace chorus::half_impl
