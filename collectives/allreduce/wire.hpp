@@ -22,7 +22,7 @@
 // byte as what loopback TCP saves (measured on 2 cores: at 16 MiB the two
 // conversions took half the time of a compressed call). In pieces of 1 MiB
 // of float32 the wire buffer stays in cache between conversion, transfer,
-// reduction and conversion back: 16-64 MiB calls took 10-25% less time
+// reduction and conversion back: 16-64 MiB calls took 10-20% less time
 // than converting the whole buffer at once, at the price of one
 // algorithm's latency per piece (docs/architecture.md).
 //
