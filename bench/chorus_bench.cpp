@@ -30,6 +30,7 @@
 
 #include "bench_check.hpp"
 #include "bench_common.h"
+#include "bench_wire.hpp"
 #include "memcpy_limit.hpp"
 
 namespace {
@@ -42,6 +43,7 @@ using chorus_bench::find_dtype;
 using chorus_bench::make_pattern;
 using chorus_bench::measure_memcpy;
 using chorus_bench::Pattern;
+using chorus_bench::WireChoice;
 using chorus_bench::with_codec;
 using chorus_bench::write_input;
 
@@ -77,6 +79,7 @@ struct Options {
   int64_t timeout_ms = 0;
   std::string sync = "barrier";
   bool no_limit = false;
+  std::string wire;  // --wire: float32 allreduce through chorus_allreduce_ex (bench_wire.hpp)
 };
 
 struct Ctx {
@@ -89,6 +92,8 @@ struct Ctx {
   int rank = 0, nranks = 1;
   unsigned char* sendbuf = nullptr;  // unused for broadcast
   unsigned char* recvbuf = nullptr;
+  bool use_ex = false;  // --wire given: allreduce through chorus_allreduce_ex
+  chorus_allreduce_options_t ex = CHORUS_ALLREDUCE_OPTIONS_INITIALIZER;  // this row's wire
 };
 
 [[noreturn]] void fail(Ctx& c, const char* what, chorus_result_t rc) {
@@ -160,6 +165,9 @@ chorus_result_t run_op(const Ctx& c, const Shape& s) {
   if (c.opt.blocking) {
     switch (c.coll) {
       case Coll::allreduce:
+        if (c.use_ex)
+          return chorus_allreduce_ex(c.comm, send, recv, s.count, dt, c.op, &c.ex,
+                                     c.opt.timeout_ms);
         return chorus_allreduce(c.comm, send, recv, s.count, dt, c.op, c.opt.timeout_ms);
       case Coll::allgather:
         return chorus_allgather(c.comm, send, recv, s.count, dt, c.opt.timeout_ms);
@@ -174,7 +182,8 @@ chorus_result_t run_op(const Ctx& c, const Shape& s) {
   chorus_result_t rc = CHORUS_ERR_INTERNAL;
   switch (c.coll) {
     case Coll::allreduce:
-      rc = chorus_iallreduce(c.comm, send, recv, s.count, dt, c.op, &request);
+      rc = c.use_ex ? chorus_iallreduce_ex(c.comm, send, recv, s.count, dt, c.op, &c.ex, &request)
+                    : chorus_iallreduce(c.comm, send, recv, s.count, dt, c.op, &request);
       break;
     case Coll::allgather:
       rc = chorus_iallgather(c.comm, send, recv, s.count, dt, &request);
@@ -191,8 +200,9 @@ chorus_result_t run_op(const Ctx& c, const Shape& s) {
 
 // Fills the inputs of one checked op with fresh data and the outputs with the
 // 0xFF sentinel (NaN for floats, -1 / max for integers: never an expected value).
-// Returns the number of wrong elements after running the op.
-uint64_t checked_run(Ctx& c, const Shape& s, const Pattern& p) {
+// Returns the number of wrong elements after running the op (with --wire: the
+// elements beyond the error bound, and the largest relative error in *rel_err).
+uint64_t checked_run(Ctx& c, const Shape& s, const Pattern& p, double* rel_err) {
   std::memset(c.recvbuf, 0xff, c.opt.inplace ? std::max(s.send_bytes, s.recv_bytes) : s.recv_bytes);
   // The op's own buffers: its input (sendbuf, or recvbuf in place) and its result.
   void* send;
@@ -201,6 +211,13 @@ uint64_t checked_run(Ctx& c, const Shape& s, const Pattern& p) {
   write_input(c.coll, c.dt->dtype, p, c.rank, c.opt.root, s.count, send);
   chorus_result_t rc = run_op(c, s);
   if (rc != CHORUS_SUCCESS) fail(c, "checked op", rc);
+  if (c.use_ex) {
+    const auto checked =
+        chorus_bench::check_wire(p, s.count, static_cast<const float*>(recv),
+                                 chorus_bench::wire_error_bound(c.ex.wire_dtype, c.nranks));
+    *rel_err = checked.max_rel_err;
+    return checked.wrong;
+  }
   return count_wrong(c.coll, c.dt->dtype, p, c.rank, c.opt.root, s.count, recv);
 }
 
@@ -317,6 +334,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"barrier", "allreduce"}));
   app.add_option("--timeout-ms", o.timeout_ms, "Deadline of each op (0: CHORUS_TIMEOUT)")
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--wire", o.wire,
+                 "float32 allreduce: dtype on the wire through chorus_allreduce_ex: none, bf16, "
+                 "f16, or a list (none,bf16: a row of each per size); -c 1 accepts the error "
+                 "bound and prints the largest relative error");
   app.add_flag("--no-limit", o.no_limit,
                "Skip the single-thread memcpy measurement before the sweep (the limit and "
                "%limit columns show -)");
@@ -349,6 +370,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chorus-bench: unknown op '%s' (sum prod min max avg)\n", o.op.c_str());
     return 2;
   }
+  std::vector<WireChoice> wires;  // empty: no --wire
+  if (!o.wire.empty()) {
+    std::string why;
+    if (!chorus_bench::parse_wires(o.wire, &wires, &why)) {
+      std::fprintf(stderr, "chorus-bench: --wire: %s\n", why.c_str());
+      return 2;
+    }
+    if (c.coll != Coll::allreduce || c.dt->dtype != CHORUS_FLOAT32) {
+      std::fprintf(stderr, "chorus-bench: --wire needs allreduce of float32\n");
+      return 2;
+    }
+    c.use_ex = true;
+  }
   const bool reducing = c.coll == Coll::allreduce || c.coll == Coll::reduce_scatter;
   if (!reducing) c.op_name = "none";
   // Algorithm names are the library's (chorus-info --plan lists them): an
@@ -375,10 +409,15 @@ int main(int argc, char** argv) {
     chorus_comm_destroy(c.comm);
     return 2;
   }
-  Pattern pattern{};
-  if (o.check) {
+  // One row variant per wire dtype (one without --wire), each with its pattern.
+  if (wires.empty()) wires.push_back({"", CHORUS_WIRE_DTYPE_DEFAULT});
+  std::vector<Pattern> patterns(wires.size());
+  for (size_t v = 0; v < wires.size() && o.check; ++v) {
     std::string why;
-    if (!make_pattern(c.coll, *c.dt, c.op, c.nranks, &pattern, &why)) {
+    const bool ok = c.use_ex ? chorus_bench::make_wire_pattern(wires[v].dtype, *c.dt, c.op,
+                                                               c.nranks, &patterns[v], &why)
+                             : make_pattern(c.coll, *c.dt, c.op, c.nranks, &patterns[v], &why);
+    if (!ok) {
       if (c.rank == 0)
         std::fprintf(stderr, "chorus-bench: cannot check exactly (%s); use -c 0 or another -d\n",
                      why.c_str());
@@ -447,18 +486,27 @@ int main(int argc, char** argv) {
           "# limit: single-thread memcpy bandwidth at each size on rank 0's host, "
           "measured in %.2f s before the sweep; %%limit = busbw / limit\n#\n",
           limit_seconds);
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s  %7s  %7s\n", "size", "count",
-                "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "limit", "%limit");
+    if (c.use_ex)
+      std::printf(
+          "# --wire: #wrong counts elements beyond the relative error bound "
+          "(1 + u)^n - 1 + 2^-22 (u = 2^-8 bf16, 2^-11 f16); relerr is the largest seen\n");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s  %7s  %7s%s\n", "size", "count",
+                "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "limit", "%limit",
+                c.use_ex ? "    wire     relerr" : "");
     std::printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s  %7s  %7s\n", "(B)", "(elements)",
                 "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(GB/s)", "");
     std::fflush(stdout);
   }
 
   uint64_t total_wrong = 0;
-  double busbw_sum = 0;
+  double busbw_sum = 0, max_rel_err = 0;
   int rows = 0;
-  for (size_t row = 0; row < shapes.size(); ++row) {
+  for (size_t row_variant = 0; row_variant < shapes.size() * wires.size(); ++row_variant) {
+    const size_t row = row_variant / wires.size(), variant = row_variant % wires.size();
     const Shape& s = shapes[row];
+    c.ex.wire_dtype = wires[variant].dtype;
+    const Pattern& pattern = patterns[variant];
+    double rel_err = 0;
     const int iters = bench_iters_for(s.bytes, o.iter_bytes, o.iters);
     const int warmup = bench_warmup_for(s.bytes, o.iter_bytes, o.warmup);
 
@@ -477,8 +525,11 @@ int main(int argc, char** argv) {
 
     uint64_t wrong = 0;
     if (o.check) {
-      wrong = checked_run(c, s, pattern);
+      wrong = checked_run(c, s, pattern, &rel_err);
       wrong = reduce_scalar(c, wrong, CHORUS_UINT64, CHORUS_SUM, "wrong-count reduction");
+      if (c.use_ex)
+        rel_err = reduce_scalar(c, rel_err, CHORUS_FLOAT64, CHORUS_MAX, "error reduction");
+      max_rel_err = std::max(max_rel_err, rel_err);
       total_wrong += wrong;
     }
     const double algbw = static_cast<double>(s.bytes) / (avg_us * 1e-6) / 1e9;
@@ -496,21 +547,31 @@ int main(int argc, char** argv) {
       std::snprintf(limit_txt, sizeof limit_txt, "%.3f", limit);
       std::snprintf(pct_txt, sizeof pct_txt, "%.2f", pct);
     }
+    // --wire: which wire dtype, and the largest relative error (checked rows).
+    char wire_json[96] = "", wire_txt[48] = "";
+    if (c.use_ex) {
+      const char* name = wires[variant].name.c_str();
+      char err[32] = "null";
+      if (o.check) std::snprintf(err, sizeof err, "%.3e", rel_err);
+      std::snprintf(wire_json, sizeof wire_json, ", \"wire\": \"%s\", \"max_rel_err\": %s", name,
+                    err);
+      std::snprintf(wire_txt, sizeof wire_txt, "  %6s  %9s", name, o.check ? err : "N/A");
+    }
     if (o.json) {
       std::printf("{\"collective\": \"%s\", \"nranks\": %d, \"size\": %" PRIu64
                   ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"%s\", "
                   "\"root\": %d, \"inplace\": %d, \"blocking\": %d, \"warmup\": %d, \"iters\": %d, "
                   "\"time_us\": "
                   "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
-                  "\"limit_gbps\": %s, \"pct_limit\": %s}\n",
+                  "\"limit_gbps\": %s, \"pct_limit\": %s%s}\n",
                   coll_name(c.coll), c.nranks, s.bytes, s.elements, c.dt->name, c.op_name, algo_col,
                   c.coll == Coll::broadcast ? o.root : -1, o.inplace, o.blocking, warmup, iters,
                   avg_us, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "null",
-                  limit_json, pct_json);
+                  limit_json, pct_json, wire_json);
     } else {
-      std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s  %7s  %7s\n",
+      std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s  %7s  %7s%s\n",
                   s.bytes, s.elements, c.dt->name, c.op_name, algo_col, avg_us, algbw, busbw,
-                  o.check ? std::to_string(wrong).c_str() : "N/A", limit_txt, pct_txt);
+                  o.check ? std::to_string(wrong).c_str() : "N/A", limit_txt, pct_txt, wire_txt);
     }
     std::fflush(stdout);
   }
@@ -528,6 +589,12 @@ int main(int argc, char** argv) {
                   !o.check      ? "(not checked)"
                   : total_wrong ? "FAILED"
                                 : "OK");
+      if (c.use_ex && o.check) {
+        double bound = 0;
+        for (const auto& w : wires)
+          bound = std::max(bound, chorus_bench::wire_error_bound(w.dtype, c.nranks));
+        std::printf("# Max relative error   : %.3e (bound %.3e)\n", max_rel_err, bound);
+      }
       std::printf("# Avg bus bandwidth    : %g\n#\n", avg_busbw);
     }
     std::fflush(stdout);

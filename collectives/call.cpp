@@ -53,6 +53,20 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
   if (c.memory != MemoryKind::host)
     throw UsageError(CHORUS_ERR_UNSUPPORTED,
                      fmt::format("{}: device buffers are not supported by this build", what));
+  if (c.wire && *c.wire != DataType::f32) {
+    if (*c.wire != DataType::bf16 && *c.wire != DataType::f16)
+      throw UsageError(fmt::format("{}: wire dtype {} is not bfloat16, float16 or float32 (none)",
+                                   what, static_cast<int>(*c.wire)));
+    if (c.kind != CollectiveKind::allreduce)
+      throw UsageError(
+          fmt::format("{}: compression on the wire ({}) applies to float32 allreduce only", what,
+                      dtype_name(*c.wire)));
+    if (c.dtype != DataType::f32)
+      throw UsageError(fmt::format(
+          "{}: compression on the wire ({}) applies to float32 data only, and this call's dtype "
+          "is {}",
+          what, dtype_name(*c.wire), dtype_name(c.dtype)));
+  }
   if (c.rooted() && (c.root < 0 || c.root >= size))
     throw UsageError(fmt::format("{}: root {} is not a rank of {}", what, c.root, size));
 

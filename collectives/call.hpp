@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/core/contract.hpp"
@@ -45,6 +46,10 @@ struct CollectiveCall {
   int root = -1;                // rooted collectives only
   MemoryKind memory = MemoryKind::host;
   void* stream = nullptr;  // device buffers: the stream the call is ordered on
+  // float32 allreduce: dtype on the wire (bf16 or f16; f32: not compressed);
+  // nullopt: CHORUS_WIRE_DTYPE. Other calls: nullopt or f32 (validate()
+  // refuses bf16/f16). collectives/allreduce/wire.hpp.
+  std::optional<DataType> wire;
 
   bool rooted() const {
     return kind == CollectiveKind::broadcast || kind == CollectiveKind::reduce ||

@@ -138,6 +138,41 @@ CHORUS_API const char* chorus_comm_last_error(chorus_comm_t comm);
 CHORUS_API chorus_result_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
                                             size_t count, chorus_dtype_t dtype, chorus_op_t op,
                                             int64_t timeout_ms);
+/* Allreduce with options. Start the options with
+ * CHORUS_ALLREDUCE_OPTIONS_INITIALIZER; options NULL: the defaults.
+ *
+ * wire_dtype: compression on the wire for a float32 allreduce (as Horovod's
+ * fp16 compression and DDP's bf16/fp16 hooks, inside the runtime, for every
+ * algorithm and transport). CHORUS_BFLOAT16 / CHORUS_FLOAT16: the data
+ * travels as that type (half the bytes), every reduction step computes in
+ * float32 and rounds to the wire type, and the result is converted back to
+ * float32 (avg divides in float32); every rank's result is bit-identical to
+ * every other's. Error: with values of one sign, relative to the exact
+ * result, at most (1 + u)^n - 1 (n ranks; u = 2^-8 for bfloat16, 2^-11 for
+ * float16; ~n * u), from one rounding of each input and of each of the
+ * n - 1 partial sums; float16 also needs every input and partial sum within
+ * its normal range (2^-14 to 65504 in magnitude).
+ * CHORUS_FLOAT32: not compressed. CHORUS_WIRE_DTYPE_DEFAULT: as the
+ * CHORUS_WIRE_DTYPE variable says (none, bf16, f16; which other dtypes and
+ * collectives ignore). An explicit CHORUS_BFLOAT16 / CHORUS_FLOAT16 with a
+ * dtype other than CHORUS_FLOAT32 is refused (CHORUS_ERR_INVALID_ARGUMENT).
+ * Ranks must agree: a rank that compresses and one that does not fail with
+ * CHORUS_ERR_MISMATCH. With one rank nothing travels and nothing is rounded. */
+#define CHORUS_WIRE_DTYPE_DEFAULT ((chorus_dtype_t)CHORUS_DTYPE_COUNT_)
+typedef struct {
+  size_t size;               /* sizeof(chorus_allreduce_options_t) */
+  chorus_dtype_t wire_dtype; /* CHORUS_WIRE_DTYPE_DEFAULT, CHORUS_FLOAT32, CHORUS_BFLOAT16,
+                                CHORUS_FLOAT16 */
+} chorus_allreduce_options_t;
+
+#define CHORUS_ALLREDUCE_OPTIONS_INITIALIZER \
+  { sizeof(chorus_allreduce_options_t), CHORUS_WIRE_DTYPE_DEFAULT }
+
+CHORUS_API chorus_result_t chorus_allreduce_ex(chorus_comm_t comm, const void* sendbuf,
+                                               void* recvbuf, size_t count, chorus_dtype_t dtype,
+                                               chorus_op_t op,
+                                               const chorus_allreduce_options_t* options,
+                                               int64_t timeout_ms);
 CHORUS_API chorus_result_t chorus_broadcast(chorus_comm_t comm, void* buf, size_t count,
                                             chorus_dtype_t dtype, int root, int64_t timeout_ms);
 /* recvbuf holds world_size * sendcount elements. */
@@ -193,6 +228,13 @@ CHORUS_API chorus_result_t chorus_reduce_scatterv(chorus_comm_t comm, const void
 CHORUS_API chorus_result_t chorus_iallreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
                                              size_t count, chorus_dtype_t dtype, chorus_op_t op,
                                              chorus_request_t* request);
+/* chorus_allreduce_ex's non-blocking form; the conversions run inside the
+ * operation. options is read during the call only. */
+CHORUS_API chorus_result_t chorus_iallreduce_ex(chorus_comm_t comm, const void* sendbuf,
+                                                void* recvbuf, size_t count, chorus_dtype_t dtype,
+                                                chorus_op_t op,
+                                                const chorus_allreduce_options_t* options,
+                                                chorus_request_t* request);
 CHORUS_API chorus_result_t chorus_ibroadcast(chorus_comm_t comm, void* buf, size_t count,
                                              chorus_dtype_t dtype, int root,
                                              chorus_request_t* request);
@@ -280,6 +322,24 @@ CHORUS_API chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char
                                                   const void* sendbuf, void* recvbuf, size_t count,
                                                   chorus_dtype_t dtype, chorus_op_t op,
                                                   chorus_request_t* request);
+
+/* The fusion engine's settings, for chorus_fusion_configure. A zero field
+ * (CHORUS_WIRE_DTYPE_DEFAULT for wire_dtype) keeps the CHORUS_* value. */
+typedef struct {
+  size_t size;               /* sizeof(chorus_fusion_options_t) */
+  double cycle_ms;           /* CHORUS_FUSION_CYCLE_MS */
+  uint64_t fusion_bytes;     /* CHORUS_FUSION_BYTES */
+  double stall_s;            /* CHORUS_FUSION_STALL_S */
+  chorus_dtype_t wire_dtype; /* float32 buckets on the wire: CHORUS_FLOAT32 (uncompressed),
+                                CHORUS_BFLOAT16, CHORUS_FLOAT16 (CHORUS_WIRE_DTYPE) */
+} chorus_fusion_options_t;
+#define CHORUS_FUSION_OPTIONS_INITIALIZER \
+  { sizeof(chorus_fusion_options_t), 0, 0, 0, CHORUS_WIRE_DTYPE_DEFAULT }
+/* Settles comm's fusion engine settings; only before its first fused call
+ * (CHORUS_ERR_INVALID_USAGE after). fusion_bytes and wire_dtype must be the
+ * same on every rank (else the buckets' allreduces fail as a mismatch). */
+CHORUS_API chorus_result_t chorus_fusion_configure(chorus_comm_t comm,
+                                                   const chorus_fusion_options_t* options);
 
 /* The fusion engine's counters (all zero before the first fused call). */
 typedef struct {

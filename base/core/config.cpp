@@ -210,6 +210,32 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(str_var("CHORUS_TIMELINE", "",
                       "Write a Chrome trace of the fusion engine's work to PATH.rankN.json.",
                       &Config::timeline));
+  r.push_back({"CHORUS_WIRE_DTYPE", "none",
+               "Compression on the wire for float32 allreduce: none, bf16 or f16. The data "
+               "travels as that type, each reduction step computes in float32, the result is "
+               "float32 again and bit-identical on every rank; relative error at most about "
+               "ranks * 2^-8 (bf16) or ranks * 2^-11 (f16). Every rank must set the same. Other "
+               "dtypes and collectives ignore it; chorus_allreduce_ex overrides it per call.",
+               [](Config& c, std::string_view v) {
+                 const std::string t = lower(v);
+                 if (t == "none" || t == "") {
+                   c.wire_dtype.reset();
+                   return;
+                 }
+                 if (t == "bf16" || t == "bfloat16") {
+                   c.wire_dtype = DataType::bf16;
+                   return;
+                 }
+                 if (t == "f16" || t == "fp16" || t == "float16" || t == "half") {
+                   c.wire_dtype = DataType::f16;
+                   return;
+                 }
+                 throw UsageError(fmt::format("unknown wire dtype '{}' (none, bf16 or f16)", v));
+               },
+               [](const Config& c) {
+                 if (!c.wire_dtype) return std::string("none");
+                 return std::string(*c.wire_dtype == DataType::bf16 ? "bf16" : "f16");
+               }});
   return r;
 }
 

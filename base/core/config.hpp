@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/core/dtype.hpp"
+
 namespace chorus {
 
 struct Config {
@@ -42,6 +44,8 @@ struct Config {
   double fusion_stall_s = 60;           // warn about a tensor some ranks lack after this
   int fusion_cache = 1024;              // known tensor names (fast-path negotiation)
   std::string timeline;                 // Chrome trace of fused work: path prefix; "": none
+  // float32 allreduce: dtype on the wire (bf16 or f16); nullopt: not compressed
+  std::optional<DataType> wire_dtype;
 };
 
 // An environment to read from: the process's, or a map in tests.

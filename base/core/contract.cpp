@@ -82,7 +82,11 @@ std::string describe(const CallSignature& sig) {
     out += fmt::format(", to rank {}, tag {}", sig.root, sig.layout);
   } else {
     if (sig.root >= 0) out += fmt::format(", root {}", sig.root);
-    if (sig.layout != 0) out += fmt::format(", counts digest {:08x}", sig.layout);
+    if (kind == CollectiveKind::allreduce && (sig.layout & kWireLayout) &&
+        valid_dtype(static_cast<int>(sig.layout & 0xFFu)))
+      out += fmt::format(", {} on the wire", dtype_name(static_cast<DataType>(sig.layout & 0xFFu)));
+    else if (sig.layout != 0)
+      out += fmt::format(", counts digest {:08x}", sig.layout);
   }
   if (sig.algo != 0) {
     AlgorithmNamer namer = algorithm_namer.load();

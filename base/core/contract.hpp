@@ -37,7 +37,7 @@ struct CallSignature {
   uint8_t dtype = 0;    // DataType
   uint8_t op = 0;       // ReduceOp (0 when none)
   uint8_t algo = 0;     // 1 + the algorithm's position in the registry (0: none)
-  uint32_t layout = 0;  // v-variants: digest of the per-rank counts; send: the user's tag
+  uint32_t layout = 0;  // v-variants: counts digest; send: the user's tag; allreduce: kWireLayout
 
   bool operator==(const CallSignature& o) const {
     return seq == o.seq && count == o.count && root == o.root && kind == o.kind &&
@@ -45,6 +45,9 @@ struct CallSignature {
   }
 };
 static_assert(sizeof(CallSignature) == 32);
+// CallSignature::layout of an allreduce compressed on the wire: this bit and
+// the wire dtype (collectives/allreduce/wire.hpp).
+inline constexpr uint32_t kWireLayout = 0x100;
 
 std::string_view collective_name(CollectiveKind kind);
 // Whether the collective combines values with a reduction op.

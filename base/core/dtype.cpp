@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "base/core/error.hpp"
+#include "base/core/half.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CHORUS_X86_DISPATCH 1
@@ -30,90 +31,10 @@
 #define CHORUS_X86_DISPATCH 0
 #endif
 
-#define CHORUS_INLINE inline __attribute__((always_inline))
-
 namespace chorus {
 namespace {
 
-CHORUS_INLINE uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-CHORUS_INLINE float u2f(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// c ? x : y, written with masks. With -ftrapping-math (GCC's default) a plain
-// ?: between two floating-point results lets GCC sink each computation into
-// its branch, and a loop with such control flow is not vectorised; masks keep
-// both computations unconditional.
-CHORUS_INLINE uint32_t select_bits(bool c, uint32_t x, uint32_t y) {
-  const uint32_t m = 0u - static_cast<uint32_t>(c);
-  return (x & m) | (y & ~m);
-}
-
-// ---- f16 / bf16 conversions (branch-free so that loops over them vectorise) ----
-
-// binary16 -> binary32, exact (after Maratyszcza's FP16 library).
-//  - Normal inputs (and exponent 31): exponent and mantissa are shifted into
-//    float position with the exponent rebased by +224, then one exact
-//    multiplication by 2^-112 gives the bias change 127 - 15 = 112. Exponent 31
-//    becomes 255 (inf/NaN) and stays so.
-//  - Subnormal inputs and zero: 0.5 + m * 2^-24 is built from bits and 0.5
-//    subtracted, which is exact.
-//  - NaN is rebuilt explicitly as a quiet NaN with the payload kept (what
-//    F16C's vcvtph2ps does), independent of how the FPU treats NaN operands.
-CHORUS_INLINE float half_to_float_impl(uint16_t h) {
-  const uint32_t w = static_cast<uint32_t>(h) << 16;
-  const uint32_t sign = w & 0x80000000u;
-  const uint32_t two_w = w + w;  // exponent and mantissa at the top, sign shifted out
-  const float normalized = u2f((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
-  const float denormalized = u2f((two_w >> 17) | (126u << 23)) - 0.5f;
-  uint32_t bits = select_bits(two_w < (1u << 27), f2u(denormalized), f2u(normalized));
-  const bool is_nan = (h & 0x7FFFu) > 0x7C00u;
-  bits = select_bits(is_nan, 0x7FC00000u | ((h & 0x03FFu) << 13), bits);
-  return u2f(sign | bits);
-}
-
-// binary32 -> binary16, round to nearest even (after Maratyszcza's FP16
-// library). |f| * 2^112 * 2^-110 is 4|f| for values in the half range and
-// infinity past it. Adding 2^(max(e, -14) + 15) (built from f's exponent e, with
-// a floor at the smallest normal half exponent) leaves the FPU exactly 10
-// mantissa bits below the leading one of the half result, so the addition
-// itself rounds to nearest even, for normal and subnormal results alike; the
-// sum's exponent and mantissa bits then read off as the half's. NaN becomes a
-// quiet NaN with the top payload bits kept (as vcvtps2ph does).
-CHORUS_INLINE uint16_t float_to_half_impl(float f) {
-  float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
-  const uint32_t w = f2u(f);
-  const uint32_t shl1_w = w + w;
-  const uint32_t sign = w & 0x80000000u;
-  // f's exponent field in place; below 2^-14 (biased 113) clamp to 113.
-  int32_t bias = static_cast<int32_t>(w & 0x7F800000u);
-  bias = bias < 0x38800000 ? 0x38800000 : bias;
-  base = u2f(static_cast<uint32_t>(bias) + 0x07800000u) + base;
-  const uint32_t bits = f2u(base);
-  const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
-  const uint32_t mantissa_bits = bits & 0x00000FFFu;
-  const uint32_t nonsign = exp_bits + mantissa_bits;
-  const uint32_t nan = 0x7E00u | ((w >> 13) & 0x03FFu);
-  return static_cast<uint16_t>((sign >> 16) | select_bits(shl1_w > 0xFF000000u, nan, nonsign));
-}
-
-CHORUS_INLINE float bf16_to_float_impl(uint16_t b) {
-  return u2f(static_cast<uint32_t>(b) << 16);
-}
-
-CHORUS_INLINE uint16_t float_to_bf16_impl(float f) {
-  const uint32_t x = f2u(f);
-  const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;  // carries into exp: RNE
-  const uint32_t nan = (x >> 16) | 0x0040u;                         // quiet, payload top kept
-  const bool is_nan = (x & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<uint16_t>(is_nan ? nan : rounded);
-}
+using namespace half_impl;
 
 // ---- element operations ----
 
@@ -233,7 +154,6 @@ void kernel_portable(void* dst, const void* a, const void* b, std::size_t n) {
 }
 
 #if CHORUS_X86_DISPATCH
-#define CHORUS_AVX2 __attribute__((target("avx2,f16c")))
 
 // f16 with F16C: 8 lanes at a time, hardware conversions (round to nearest even
 // by the immediate, independent of MXCSR), scalar portable tail.
@@ -268,10 +188,29 @@ CHORUS_AVX2 void kernel_f16_f16c(void* dst, const void* a, const void* b, std::s
   for (; i < n; ++i) d[i] = elem<Op, F16>(x[i], y[i]);
 }
 
+// bf16: 16 lanes at a time, widened by a shift, reduced in float32,
+// rounded as float_to_bf16_impl (half.hpp), scalar portable tail.
+template <class Op>
+CHORUS_AVX2 void kernel_bf16_avx2(void* dst, const void* a, const void* b, std::size_t n) {
+  auto* d = static_cast<uint16_t*>(dst);
+  auto* x = static_cast<const uint16_t*>(a);
+  auto* y = static_cast<const uint16_t*>(b);
+  std::size_t i = 0;
+  // Each step loads both inputs before storing, so exact aliasing is fine.
+  for (; i + 16 <= n; i += 16) {
+    const __m256 lo = op8<Op>(load_bf16x8(x + i), load_bf16x8(y + i));
+    const __m256 hi = op8<Op>(load_bf16x8(x + i + 8), load_bf16x8(y + i + 8));
+    store_bf16x16(d + i, _mm256_castps_si256(lo), _mm256_castps_si256(hi));
+  }
+  for (; i < n; ++i) d[i] = elem<Op, BF16>(x[i], y[i]);
+}
+
 template <class Op, class Tag>
 CHORUS_AVX2 void kernel_avx2(void* dst, const void* a, const void* b, std::size_t n) {
   if constexpr (std::is_same_v<Tag, F16>)
     kernel_f16_f16c<Op>(dst, a, b, n);
+  else if constexpr (std::is_same_v<Tag, BF16>)
+    kernel_bf16_avx2<Op>(dst, a, b, n);
   else
     kernel_body<Op, Tag>(dst, a, b, n);
 }

@@ -68,4 +68,12 @@ uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t b);
 uint16_t float_to_bf16(float f);
 
+// The same conversions in bulk (vectorised; AVX2/F16C where the CPU has
+// them, bit-identical to the scalar ones above): float32 -> `to` (bf16 or
+// f16) and `from` (bf16 or f16) -> float32, each value then divided by
+// `divide_by` in float32 (1: not divided; an average's final step). Buffers
+// must not overlap. Throws UsageError for another dtype. (convert.cpp)
+void narrow_from_f32(const float* src, void* dst, std::size_t count, DataType to);
+void widen_to_f32(const void* src, float* dst, std::size_t count, DataType from, int divide_by = 1);
+
 }  // namespace chorus

@@ -13,6 +13,7 @@ inline constexpr int shm_reduction =
 inline constexpr int tree_partial = 3;  // binomial reduce: this rank's partial result
 inline constexpr int tree_incoming = 4;  // binomial reduce: a child's partial result
 inline constexpr int owned_chunk = 5;    // ring reduce: a non-root's reduced chunk
+inline constexpr int wire = 6;  // compression on the wire: the call's data in the wire dtype
 inline constexpr int kFirstFreeSlot = 8;
 
 }  // namespace chorus::scratch_slot

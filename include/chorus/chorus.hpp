@@ -31,6 +31,23 @@ enum class Op {
   avg = CHORUS_AVG
 };
 
+// Compression on the wire of a float32 allreduce (chorus.h, chorus_allreduce_ex).
+enum class Wire {
+  configured = CHORUS_WIRE_DTYPE_DEFAULT,  // as CHORUS_WIRE_DTYPE says
+  none = CHORUS_FLOAT32,                   // float32 on the wire
+  bf16 = CHORUS_BFLOAT16,
+  f16 = CHORUS_FLOAT16,
+};
+struct AllreduceOptions {
+  Wire wire = Wire::configured;  // bf16 / f16 need float data (else an Error)
+
+  chorus_allreduce_options_t c() const {
+    chorus_allreduce_options_t o = CHORUS_ALLREDUCE_OPTIONS_INITIALIZER;
+    o.wire_dtype = static_cast<chorus_dtype_t>(wire);
+    return o;
+  }
+};
+
 template <typename T>
 constexpr chorus_dtype_t dtype_of() {
   if constexpr (std::is_same_v<T, float>)
@@ -180,6 +197,32 @@ class Communicator {
     chorus_request_t r = nullptr;
     detail::check(chorus_fused_allreduce(comm_, name.c_str(), in.data(), out.data(), in.size(),
                                          dtype_of<T>(), static_cast<chorus_op_t>(op), &r),
+                  comm_);
+    return Work(r);
+  }
+  template <typename T>
+  void allreduce(std::span<const T> in, std::span<T> out, Op op, const AllreduceOptions& options,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    require(in.size() == out.size(), "allreduce: spans differ in size");
+    const chorus_allreduce_options_t o = options.c();
+    detail::check(chorus_allreduce_ex(comm_, in.data(), out.data(), in.size(), dtype_of<T>(),
+                                      static_cast<chorus_op_t>(op), &o, detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  void allreduce_inplace(std::span<T> data, Op op, const AllreduceOptions& options,
+                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    const chorus_allreduce_options_t o = options.c();
+    detail::check(chorus_allreduce_ex(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
+                                      static_cast<chorus_op_t>(op), &o, detail::to_ms(timeout)),
+                  comm_);
+  }
+  template <typename T>
+  Work iallreduce_inplace(std::span<T> data, Op op, const AllreduceOptions& options) {
+    chorus_request_t r = nullptr;
+    const chorus_allreduce_options_t o = options.c();
+    detail::check(chorus_iallreduce_ex(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
+                                       static_cast<chorus_op_t>(op), &o, &r),
                   comm_);
     return Work(r);
   }

@@ -3,7 +3,9 @@
 // under guarded(), which catches everything.
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "lib/api/entry.hpp"
@@ -39,6 +41,34 @@ CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, size
   if (kind != CollectiveKind::barrier) call.dtype = to_dtype(dtype, name.c_str());
   if (chorus::reduces(kind)) call.op = to_op(op, name.c_str());
   call.root = root;
+  return call;
+}
+
+// chorus_allreduce_options_t's wire dtype as CollectiveCall::wire.
+std::optional<DataType> wire_of(const chorus_allreduce_options_t* options) {
+  if (!options) return std::nullopt;
+  constexpr std::size_t kFirstVersion =
+      offsetof(chorus_allreduce_options_t, wire_dtype) + sizeof(chorus_dtype_t);
+  if (options->size < kFirstVersion)
+    throw UsageError(fmt::format(
+        "allreduce: chorus_allreduce_options_t of size {} (this library's is {}); start it with "
+        "CHORUS_ALLREDUCE_OPTIONS_INITIALIZER",
+        options->size, sizeof(chorus_allreduce_options_t)));
+  const chorus_dtype_t w = options->wire_dtype;
+  if (w == CHORUS_WIRE_DTYPE_DEFAULT) return std::nullopt;
+  if (w != CHORUS_FLOAT32 && w != CHORUS_BFLOAT16 && w != CHORUS_FLOAT16)
+    throw UsageError(fmt::format(
+        "allreduce: options wire_dtype {} is not CHORUS_FLOAT32 (uncompressed), CHORUS_BFLOAT16, "
+        "CHORUS_FLOAT16 or CHORUS_WIRE_DTYPE_DEFAULT",
+        static_cast<int>(w)));
+  return static_cast<DataType>(w);
+}
+
+CollectiveCall allreduce_call(const void* send, void* recv, size_t count, chorus_dtype_t dtype,
+                              chorus_op_t op, const chorus_allreduce_options_t* options) {
+  CollectiveCall call =
+      make_call(CollectiveKind::allreduce, send, recv, count, nullptr, dtype, op, -1);
+  call.wire = wire_of(options);
   return call;
 }
 
@@ -179,6 +209,21 @@ chorus_result_t chorus_iallreduce(chorus_comm_t comm, const void* sendbuf, void*
   return nonblocking(comm, request, [&] {
     return make_call(CollectiveKind::allreduce, sendbuf, recvbuf, count, nullptr, dtype, op, -1);
   });
+}
+
+chorus_result_t chorus_allreduce_ex(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                    size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                    const chorus_allreduce_options_t* options, int64_t timeout_ms) {
+  return blocking(comm, timeout_ms,
+                  [&] { return allreduce_call(sendbuf, recvbuf, count, dtype, op, options); });
+}
+
+chorus_result_t chorus_iallreduce_ex(chorus_comm_t comm, const void* sendbuf, void* recvbuf,
+                                     size_t count, chorus_dtype_t dtype, chorus_op_t op,
+                                     const chorus_allreduce_options_t* options,
+                                     chorus_request_t* request) {
+  return nonblocking(comm, request,
+                     [&] { return allreduce_call(sendbuf, recvbuf, count, dtype, op, options); });
 }
 
 chorus_result_t chorus_ibroadcast(chorus_comm_t comm, void* buf, size_t count, chorus_dtype_t dtype,

@@ -27,7 +27,8 @@ chorus::fusion::Engine& engine_of(chorus_comm_t handle, chorus::Communicator& co
     auto make_comm = comm.start_split(0, comm.rank());
     handle->fusion = std::make_unique<chorus::fusion::Engine>(
         std::move(make_comm), comm.rank(), comm.size(),
-        chorus::fusion::EngineOptions::from(comm.config()));
+        handle->fusion_options ? *handle->fusion_options
+                               : chorus::fusion::EngineOptions::from(comm.config()));
   }
   return *handle->fusion;
 }
@@ -67,6 +68,42 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       *request =
           new chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
     });
+  });
+}
+
+chorus_result_t chorus_fusion_configure(chorus_comm_t comm,
+                                        const chorus_fusion_options_t* options) {
+  return guarded(comm, [&] {
+    check_out(options, "options");
+    if (options->size < sizeof(chorus_fusion_options_t))
+      throw chorus::UsageError(
+          fmt::format("chorus_fusion_configure: options->size {} (expected {}); start it with "
+                      "CHORUS_FUSION_OPTIONS_INITIALIZER",
+                      options->size, sizeof(chorus_fusion_options_t)));
+    auto& c = chorus::api::lookup(comm);
+    auto o = chorus::fusion::EngineOptions::from(c.config());
+    if (options->cycle_ms < 0 || options->cycle_ms > 10000 || options->stall_s < 0)
+      throw chorus::UsageError(
+          fmt::format("chorus_fusion_configure: cycle_ms {} or stall_s {} out of range",
+                      options->cycle_ms, options->stall_s));
+    if (options->cycle_ms > 0) o.cycle_ms = options->cycle_ms;
+    if (options->fusion_bytes > 0) o.fusion_bytes = options->fusion_bytes;
+    if (options->stall_s > 0) o.stall_s = options->stall_s;
+    const chorus_dtype_t w = options->wire_dtype;
+    if (w != CHORUS_WIRE_DTYPE_DEFAULT) {
+      if (w != CHORUS_FLOAT32 && w != CHORUS_BFLOAT16 && w != CHORUS_FLOAT16)
+        throw chorus::UsageError(fmt::format(
+            "chorus_fusion_configure: wire_dtype {} is not CHORUS_FLOAT32, CHORUS_BFLOAT16, "
+            "CHORUS_FLOAT16 or CHORUS_WIRE_DTYPE_DEFAULT",
+            static_cast<int>(w)));
+      o.wire = static_cast<chorus::DataType>(w);
+    }
+    std::lock_guard lock(comm->fusion_mu);
+    if (comm->fusion)
+      throw chorus::UsageError(CHORUS_ERR_INVALID_USAGE,
+                               "chorus_fusion_configure: the engine already runs (configure "
+                               "before the first fused call)");
+    comm->fusion_options = o;
   });
 }
 

@@ -17,6 +17,8 @@ struct chorus_comm {
   // before the communicator is destroyed.
   std::mutex fusion_mu;
   std::unique_ptr<chorus::fusion::Engine> fusion;
+  // chorus_fusion_configure's settings, for the engine when it is made.
+  std::optional<chorus::fusion::EngineOptions> fusion_options;
 };
 
 // A non-blocking call: a collective (work), a point-to-point message, or a

@@ -8,6 +8,7 @@
 
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
+#include "collectives/allreduce/wire.hpp"
 #include "collectives/registry.hpp"
 
 namespace chorus {
@@ -328,8 +329,9 @@ void Communicator::check_usable() {
 const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const CallShape& shape,
                                           CallSignature& sig) {
   const auto k = static_cast<std::size_t>(call.kind);
+  // The call the algorithm runs (a compressed allreduce's: the wire dtype).
   const uint64_t key = shape.bytes < (uint64_t(1) << 47)
-                           ? (uint64_t(shape.bytes) << 16) | (uint64_t(sig.dtype) << 8) | sig.op
+                           ? (uint64_t(shape.bytes) << 16) | (uint64_t(call.dtype) << 8) | sig.op
                            : kNoChoice;
   if (key != kNoChoice && cache_key_[k].load() == key) {
     const uint8_t id = cache_id_[k].load();
@@ -356,6 +358,13 @@ Selection Communicator::explain(const CollectiveCall& call) const {
 
 void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
   const CallShape shape = validate(call, rank(), size());
+  if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
+    WirePlan plan = plan_wire(call, *wire, size());
+    const AlgorithmSpec& algo = choose(plan.inner, plan.shape, plan.sig);
+    run_blocking(plan.sig, deadline, segment_bytes_for(plan.shape.bytes),
+                 [&](CollectiveContext& ctx) { run_wire_allreduce(ctx, algo, call, plan); });
+    return;
+  }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec& algo = choose(call, shape, sig);
   run_blocking(sig, deadline, segment_bytes_for(shape.bytes),
@@ -364,6 +373,14 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
 
 WorkPtr Communicator::submit(const CollectiveCall& call) {
   const CallShape shape = validate(call, rank(), size());
+  if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
+    auto plan = std::make_shared<WirePlan>(plan_wire(call, *wire, size()));
+    const AlgorithmSpec* algo = &choose(plan->inner, plan->shape, plan->sig);
+    return run_async(plan->sig, segment_bytes_for(plan->shape.bytes),
+                     [call, plan, algo](CollectiveContext& ctx) {
+                       run_wire_allreduce(ctx, *algo, call, *plan);
+                     });
+  }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec* algo = &choose(call, shape, sig);
   // The call outlives the caller's arguments: the v-variants' counts are copied.

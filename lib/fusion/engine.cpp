@@ -378,6 +378,7 @@ void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     call = allreduce_call(first, fusion_buffer_.data(), fusion_buffer_.data(), bytes / elem);
   }
+  if (first.dtype == DataType::f32) call.wire = options_.wire;
   Clock::time_point copy_in, reduce, copy_out;
   if (timed) copy_in = Clock::now();
   if (!direct) {

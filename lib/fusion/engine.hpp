@@ -80,7 +80,10 @@ struct EngineOptions {
   std::size_t cache = 1024;
   double timeout_s = 300;
   std::string timeline;  // CHORUS_TIMELINE
-  int spin_us = 50;      // waits of the engine's own requests
+  // float32 buckets: the dtype on the wire (float32: uncompressed); nullopt:
+  // CHORUS_WIRE_DTYPE (the communicator's default).
+  std::optional<DataType> wire;
+  int spin_us = 50;  // waits of the engine's own requests
   static EngineOptions from(const Config& config);
 };
 

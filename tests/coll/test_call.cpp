@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/core/error.hpp"
+#include "collectives/allreduce/wire.hpp"
 #include "collectives/call.hpp"
 
 using namespace chorus;
@@ -141,4 +142,65 @@ TEST_CASE("signatures: what every rank must agree on", "[call]") {
   CHECK(s1.count == 7);
   CHECK(s1.layout != 0);
   CHECK_FALSE(s1 == s2);
+}
+
+TEST_CASE("compression on the wire: validation, the configured default, the signature",
+          "[call][wire]") {
+  std::vector<float> f(16);
+  std::vector<int32_t> i(16);
+  CollectiveCall c = call(CollectiveKind::allreduce, f.data(), f.data(), 16);
+  c.dtype = DataType::f32;
+  // Refused explicitly: another dtype, another collective, a wire dtype that is no 16-bit float.
+  CollectiveCall ints = call(CollectiveKind::allreduce, i.data(), i.data(), 16);
+  ints.wire = DataType::bf16;
+  CHECK(refusal(ints).find("applies to float32 data only") != std::string::npos);
+  CHECK(refusal(ints).find("int32") != std::string::npos);
+  CollectiveCall bcast = call(CollectiveKind::broadcast, f.data(), f.data(), 16, 0);
+  bcast.dtype = DataType::f32;
+  bcast.wire = DataType::f16;
+  CHECK(refusal(bcast).find("float32 allreduce only") != std::string::npos);
+  CollectiveCall odd = c;
+  odd.wire = DataType::i8;
+  CHECK(refusal(odd).find("is not bfloat16, float16 or float32") != std::string::npos);
+  // f32 (not compressed) is accepted everywhere.
+  ints.wire = DataType::f32;
+  CHECK(refusal(ints) == "");
+  bcast.wire = DataType::f32;
+  CHECK(refusal(bcast) == "");
+
+  // The configured default applies to float32 allreduce only, silently;
+  // the call's own choice wins; one rank compresses nothing.
+  CHECK(wire_dtype_of(c, DataType::bf16, 2) == DataType::bf16);
+  CHECK(wire_dtype_of(c, std::nullopt, 2) == std::nullopt);
+  CHECK(wire_dtype_of(c, DataType::bf16, 1) == std::nullopt);
+  ints.wire.reset();
+  CHECK(wire_dtype_of(ints, DataType::bf16, 2) == std::nullopt);
+  CHECK(wire_dtype_of(bcast, DataType::bf16, 2) == std::nullopt);
+  CollectiveCall off = c;
+  off.wire = DataType::f32;
+  CHECK(wire_dtype_of(off, DataType::bf16, 2) == std::nullopt);
+  CollectiveCall f16 = c;
+  f16.wire = DataType::f16;
+  CHECK(wire_dtype_of(f16, DataType::bf16, 2) == DataType::f16);
+
+  // Ranks agree on the wire dtype: its signature differs from the plain
+  // float32 call's, from a bf16 allreduce's and from the other wire dtype's.
+  c.op = ReduceOp::avg;
+  const WirePlan bf = plan_wire(c, DataType::bf16, 2);
+  const WirePlan hf = plan_wire(c, DataType::f16, 2);
+  const CallSignature plain = signature_of(c, 2, validate(c, 0, 2));
+  CollectiveCall genuine = c;
+  genuine.dtype = DataType::bf16;
+  const CallSignature halves = signature_of(genuine, 2, validate(genuine, 0, 2));
+  CHECK(bf.sig.dtype == static_cast<uint8_t>(DataType::f32));
+  CHECK(bf.sig.op == static_cast<uint8_t>(ReduceOp::avg));
+  CHECK_FALSE(bf.sig == plain);
+  CHECK_FALSE(bf.sig == halves);
+  CHECK_FALSE(bf.sig == hf.sig);
+  CHECK(describe(bf.sig).find("float32, avg, bfloat16 on the wire") != std::string::npos);
+  // The algorithm runs the wire dtype; avg as sum (the division is in float32).
+  CHECK(bf.inner.dtype == DataType::bf16);
+  CHECK(bf.inner.op == ReduceOp::sum);
+  CHECK(bf.shape.elem == 2);
+  CHECK(bf.shape.bytes == 32);
 }

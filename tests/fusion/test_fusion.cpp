@@ -358,6 +358,66 @@ TEST_CASE("fused allreduce: a known name resubmitted with another count is a mis
   }
 }
 
+TEST_CASE("fused allreduce: bf16 and f16 on the wire for the engine's float32 buckets",
+          "[fusion]") {
+  // chorus_fusion_configure before the first fused call; float32 tensors
+  // within the bound of the wire dtype (positive values: n roundings of
+  // relative 2^-8 or 2^-11 at most), every rank bit-identical; other dtypes
+  // exact; a configure after the first fused call refused.
+  const int n = 3, tensors = 40;
+  for (chorus_dtype_t wire : {CHORUS_BFLOAT16, CHORUS_FLOAT16}) {
+    const double u = wire == CHORUS_BFLOAT16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    std::vector<std::vector<float>> results_of(n);
+    std::vector<std::string> notes(n);
+    std::vector<double> largest(n, 0.0);
+    auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+      chorus_fusion_options_t options = CHORUS_FUSION_OPTIONS_INITIALIZER;
+      options.wire_dtype = wire;
+      if (chorus_fusion_configure(comm, &options)) return 1;
+      std::vector<std::vector<float>> data(tensors);
+      std::vector<int32_t> exact(100, rank + 1);
+      std::vector<chorus_request_t> requests(tensors + 1, nullptr);
+      for (int t = 0; t < tensors; ++t) {
+        data[t].resize(std::size_t(1 + t * 13));
+        for (std::size_t i = 0; i < data[t].size(); ++i)
+          data[t][i] = 1.0f + float((i * 7 + std::size_t(t) + std::size_t(rank) * 3) % 97) / 10.0f;
+        const std::string name = "w" + std::to_string(t);
+        if (chorus_fused_allreduce(comm, name.c_str(), data[t].data(), data[t].data(),
+                                   data[t].size(), CHORUS_FLOAT32, CHORUS_SUM, &requests[t]))
+          return 2;
+      }
+      if (chorus_fused_allreduce(comm, "ints", exact.data(), exact.data(), exact.size(),
+                                 CHORUS_INT32, CHORUS_SUM, &requests[tensors]))
+        return 3;
+      for (auto& r : requests)
+        if (chorus_wait(&r, 0)) return 4;
+      if (exact[0] != n * (n + 1) / 2) return 5;
+      for (int t = 0; t < tensors; ++t)
+        for (std::size_t i = 0; i < data[t].size(); ++i) {
+          double want = 0;
+          for (int q = 0; q < n; ++q)
+            want +=
+                double(1.0f + float((i * 7 + std::size_t(t) + std::size_t(q) * 3) % 97) / 10.0f);
+          const double err = std::abs(double(data[t][i]) - want) / want;
+          largest[rank] = std::max(largest[rank], err);
+          if (err > std::pow(1 + u, n) - 1) {
+            notes[rank] = "w" + std::to_string(t) + "[" + std::to_string(i) + "] error " +
+                          std::to_string(err);
+            return 6;
+          }
+          results_of[rank].push_back(data[t][i]);
+        }
+      if (chorus_fusion_configure(comm, &options) != CHORUS_ERR_INVALID_USAGE) return 7;
+      return 0;
+    });
+    INFO("wire " << int(wire) << ": " << notes[0] << notes[1] << notes[2]);
+    CHECK(all_zero(results));
+    for (int r = 1; r < n; ++r) CHECK(results_of[r] == results_of[0]);
+    // The data did travel rounded (tenths are not exact in either type).
+    CHECK(largest[0] > 0);
+  }
+}
+
 TEST_CASE("fused allreduce: local refusals", "[fusion]") {
   auto results = run(1, [&](int, chorus_comm_t comm) -> int {
     float x[4] = {1, 2, 3, 4};

@@ -229,3 +229,20 @@ TEST_CASE("CHORUS_SPIN_US: auto spins only while every rank has a core", "[confi
   CHECK(resolve_spin_us(0) == 0);
   CHECK(resolve_spin_us(-1) == 50);
 }
+
+TEST_CASE("CHORUS_WIRE_DTYPE: none, bf16, f16", "[config][wire]") {
+  CHECK_FALSE(load_config(map_env({})).wire_dtype.has_value());
+  CHECK_FALSE(load_config(map_env({{"CHORUS_WIRE_DTYPE", "none"}})).wire_dtype.has_value());
+  CHECK(load_config(map_env({{"CHORUS_WIRE_DTYPE", "bf16"}})).wire_dtype == DataType::bf16);
+  CHECK(load_config(map_env({{"CHORUS_WIRE_DTYPE", "BFloat16"}})).wire_dtype == DataType::bf16);
+  CHECK(load_config(map_env({{"CHORUS_WIRE_DTYPE", "f16"}})).wire_dtype == DataType::f16);
+  CHECK(load_config(map_env({{"CHORUS_WIRE_DTYPE", "fp16"}})).wire_dtype == DataType::f16);
+  const std::string what = usage_error_of([] {
+    load_config(map_env({{"CHORUS_WIRE_DTYPE", "int8"}}));
+  });
+  CHECK(what.find("CHORUS_WIRE_DTYPE") != std::string::npos);
+  CHECK(what.find("int8") != std::string::npos);
+  Config c;
+  var("CHORUS_WIRE_DTYPE").parse(c, "f16");
+  CHECK(var("CHORUS_WIRE_DTYPE").show(c) == "f16");
+}
