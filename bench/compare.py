@@ -332,22 +332,28 @@ def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, 
     for note in (fallback_note, chorus_note):
         if note:
             print("# note: " + note)
-    for f_ in failures:
-        lines = f_.splitlines()
-        print("#   " + lines[0])
-        for line in lines[1:][-3:]:
-            print("#       " + line[:300])
-    if args.json_out:
-        with open(args.json_out, "w") as fh:
-            json.dump(report, fh, indent=1)
-    if wrong_total:
-        return 1
-    return 2 if failures else 0
+    return finish(failures, report, wrong_total, args.json_out)
 
 
 def median_or_none(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
+
+
+def finish(failures, report, wrong_total, json_out):
+    """Prints the failed runs (their last lines), saves the report, and
+    returns the exit status: 1 on wrong elements, 2 on a failed run."""
+    for f_ in failures:
+        lines = f_.splitlines()
+        print("#   " + lines[0])
+        for line in lines[1:][-3:]:  # the last lines the failed run printed
+            print("#       " + line[:300])
+    if json_out:
+        with open(json_out, "w") as fh:
+            json.dump(report, fh, indent=1)
+    if wrong_total:
+        return 1
+    return 2 if failures else 0
 
 
 def main():
@@ -567,17 +573,7 @@ def main():
                                         else "%d problem(s):" % len(failures)))
     if fallback_note:
         print("# note: " + fallback_note)
-    for f_ in failures:
-        lines = f_.splitlines()
-        print("#   " + lines[0])
-        for line in lines[1:][-3:]:  # the last lines the failed run printed
-            print("#       " + line[:300])
-    if args.json_out:
-        with open(args.json_out, "w") as fh:
-            json.dump(report, fh, indent=1)
-    if wrong_total:
-        return 1
-    return 2 if failures else 0
+    return finish(failures, report, wrong_total, args.json_out)
 
 
 if __name__ == "__main__":

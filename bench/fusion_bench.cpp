@@ -107,7 +107,7 @@ int fusion_main(int argc, char** argv) {
   std::string each_text = "4096", mix_name, transport,
               modes_text = "fused,per_tensor,single_buffer";
   std::string iter_bytes_text = "1G";
-  bool json = false;
+  bool json = false, apart = false;
   CLI::App app{
       "chorus-bench fusion: a step of many tensors reduced fused, one by one, and as "
       "one buffer (run under chorusrun)"};
@@ -125,6 +125,10 @@ int fusion_main(int argc, char** argv) {
       ->check(CLI::Range(0, 1));
   app.add_option("-t,--transport", transport, "Transport (sets CHORUS_TRANSPORT)");
   app.add_flag("-J,--json", json, "One JSON object per mode");
+  app.add_flag("--apart", apart,
+               "Leave 64 bytes between tensors, as separately allocated gradients are (the "
+               "engine then copies them into its buffer; by default they lie back to back where "
+               "their sizes allow, and a bucket of them is reduced where it lies)");
   CLI11_PARSE(app, argc, argv);
 
   Step s;
@@ -171,7 +175,7 @@ int fusion_main(int argc, char** argv) {
   std::size_t at = 0;
   for (std::size_t t = 0; t < s.elems.size(); ++t) {
     s.offset.push_back(at);
-    at += (s.elems[t] + 15) / 16 * 16;  // 64-byte aligned, as the Open MPI side
+    at += (s.elems[t] + 15) / 16 * 16 + (apart ? 16 : 0);  // 64-byte aligned, as the Open MPI side
     s.total += s.elems[t];
     s.names.push_back("t" + std::to_string(t));
   }

@@ -329,14 +329,15 @@ typedef struct {
   size_t size;               /* sizeof(chorus_fusion_options_t) */
   double cycle_ms;           /* CHORUS_FUSION_CYCLE_MS */
   uint64_t fusion_bytes;     /* CHORUS_FUSION_BYTES */
+  uint64_t alone_bytes;      /* CHORUS_FUSION_ALONE */
   double stall_s;            /* CHORUS_FUSION_STALL_S */
   chorus_dtype_t wire_dtype; /* float32 buckets on the wire: CHORUS_FLOAT32 (uncompressed),
                                 CHORUS_BFLOAT16, CHORUS_FLOAT16 (CHORUS_WIRE_DTYPE) */
 } chorus_fusion_options_t;
 #define CHORUS_FUSION_OPTIONS_INITIALIZER \
-  { sizeof(chorus_fusion_options_t), 0, 0, 0, CHORUS_WIRE_DTYPE_DEFAULT }
+  { sizeof(chorus_fusion_options_t), 0, 0, 0, 0, CHORUS_WIRE_DTYPE_DEFAULT }
 /* Settles comm's fusion engine settings; only before its first fused call
- * (CHORUS_ERR_INVALID_USAGE after). fusion_bytes and wire_dtype must be the
+ * (CHORUS_ERR_INVALID_USAGE after). fusion_bytes, alone_bytes and wire_dtype must be the
  * same on every rank (else the buckets' allreduces fail as a mismatch). */
 CHORUS_API chorus_result_t chorus_fusion_configure(chorus_comm_t comm,
                                                    const chorus_fusion_options_t* options);

@@ -199,6 +199,11 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(bytes_var("CHORUS_FUSION_BYTES", "64M",
                         "Fusion engine: largest fused buffer; larger tensors go alone.",
                         &Config::fusion_bytes));
+  r.push_back(bytes_var("CHORUS_FUSION_ALONE", "64K",
+                        "Fusion engine: tensors of this size or more are reduced alone, where "
+                        "they lie (measured on 2 cores: above about 64K the copies into and out "
+                        "of a fused buffer cost more than the calls they save).",
+                        &Config::fusion_alone));
   r.push_back(seconds_var("CHORUS_FUSION_STALL_S", "60",
                           "Fusion engine: warn about a tensor that some ranks submitted and "
                           "others did not after this long (it fails at CHORUS_TIMEOUT).",

@@ -41,6 +41,7 @@ struct Config {
   // Fusion engine (lib/fusion/engine.hpp).
   double fusion_cycle_ms = 1;           // longest wait between negotiation cycles
   std::size_t fusion_bytes = 64 << 20;  // largest fused buffer
+  std::size_t fusion_alone = 64 << 10;  // tensors of this size or more are reduced alone
   double fusion_stall_s = 60;           // warn about a tensor some ranks lack after this
   int fusion_cache = 1024;              // known tensor names (fast-path negotiation)
   std::string timeline;                 // Chrome trace of fused work: path prefix; "": none

@@ -88,6 +88,7 @@ chorus_result_t chorus_fusion_configure(chorus_comm_t comm,
                       options->cycle_ms, options->stall_s));
     if (options->cycle_ms > 0) o.cycle_ms = options->cycle_ms;
     if (options->fusion_bytes > 0) o.fusion_bytes = options->fusion_bytes;
+    if (options->alone_bytes > 0) o.alone_bytes = options->alone_bytes;
     if (options->stall_s > 0) o.stall_s = options->stall_s;
     const chorus_dtype_t w = options->wire_dtype;
     if (w != CHORUS_WIRE_DTYPE_DEFAULT) {

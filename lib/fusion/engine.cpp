@@ -64,6 +64,7 @@ EngineOptions EngineOptions::from(const Config& config) {
   EngineOptions o;
   o.cycle_ms = config.fusion_cycle_ms;
   o.fusion_bytes = config.fusion_bytes;
+  o.alone_bytes = config.fusion_alone;
   o.stall_s = config.fusion_stall_s;
   o.cache = static_cast<std::size_t>(config.fusion_cache);
   o.timeout_s = config.timeout_s;
@@ -339,7 +340,7 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
 
 void Engine::execute(std::vector<FusedPtr> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
-  const auto buckets = plan_buckets(ready, options_.fusion_bytes,
+  const auto buckets = plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
                                     [](const FusedPtr& t) -> const TensorSpec& { return t->spec; });
   for (const auto& bucket : buckets) {
     const std::span<const FusedPtr> tensors(ready.data() + bucket.first, bucket.size());

@@ -76,6 +76,7 @@ using FusedPtr = std::shared_ptr<FusedTensor>;
 struct EngineOptions {
   double cycle_ms = 1;
   std::size_t fusion_bytes = 64 << 20;
+  std::size_t alone_bytes = 64 << 10;
   double stall_s = 60;
   std::size_t cache = 1024;
   double timeout_s = 300;

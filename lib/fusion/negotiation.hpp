@@ -136,10 +136,11 @@ inline int group_key(const TensorSpec& spec) {
 // Orders `ready` in place so that tensors of one (dtype, op) are adjacent (a
 // stable grouping: the first group is the first tensor's), then cuts it into
 // buckets of one (dtype, op) and at most fusion_bytes each; a tensor larger
-// than fusion_bytes gets a bucket of its own. spec_of(item) gives an item's
-// TensorSpec. Linear in the number of tensors.
+// than fusion_bytes, or of alone_bytes or more, gets a bucket of its own.
+// spec_of(item) gives an item's TensorSpec. Linear in the number of tensors.
 template <typename T, typename SpecOf>
-std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes, SpecOf spec_of) {
+std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes,
+                                 std::size_t alone_bytes, SpecOf spec_of) {
   constexpr int kKeys = kDataTypeCount * kReduceOpCount;
   int order[kKeys];  // a key's place among the groups, -1: not seen
   for (int& o : order) o = -1;
@@ -167,9 +168,11 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
   for (std::size_t i = 0; i < ready.size(); ++i) {
     const TensorSpec& spec = spec_of(ready[i]);
     const std::size_t bytes = spec.bytes();
-    const bool joins = !out.empty() &&
+    const auto alone = [&](std::size_t b) { return b > fusion_bytes || b >= alone_bytes; };
+    const bool joins = !out.empty() && !alone(bytes) &&
+                       !alone(spec_of(ready[out.back().first]).bytes()) &&
                        group_key(spec_of(ready[out.back().first])) == group_key(spec) &&
-                       out.back().bytes + bytes <= fusion_bytes && bytes <= fusion_bytes;
+                       out.back().bytes + bytes <= fusion_bytes;
     if (joins) {
       out.back().last = i + 1;
       out.back().bytes += bytes;
@@ -180,8 +183,9 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
   return out;
 }
 
-inline std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes) {
-  return plan_buckets(ready, fusion_bytes,
+inline std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes,
+                                        std::size_t alone_bytes = SIZE_MAX) {
+  return plan_buckets(ready, fusion_bytes, alone_bytes,
                       [](const TensorSpec& s) -> const TensorSpec& { return s; });
 }
 

@@ -67,6 +67,16 @@ inline void all_arrive(std::atomic<int>& arrived, int count) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+// The transports the API tests run over: the default (shared memory between
+// these thread ranks), TCP, and UCX where built.
+inline std::vector<const char*> transports() {
+  std::vector<const char*> out{nullptr, "tcp"};
+#ifdef CHORUS_HAVE_UCX
+  out.push_back("ucx");
+#endif
+  return out;
+}
+
 inline bool all_zero(const std::vector<int>& v) {
   return std::all_of(v.begin(), v.end(), [](int x) { return x == 0; });
 }

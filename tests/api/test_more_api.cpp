@@ -15,18 +15,9 @@
 
 using chorus::test::all_zero;
 using chorus::test::run;
+using chorus::test::transports;
 
 namespace {
-
-// The transports every test here runs over: the default (shared memory
-// between these thread ranks), TCP, and UCX where built.
-std::vector<const char*> transports() {
-  std::vector<const char*> out{nullptr, "tcp"};
-#ifdef CHORUS_HAVE_UCX
-  out.push_back("ucx");
-#endif
-  return out;
-}
 
 int64_t value(int rank, std::size_t i) {
   return int64_t(rank + 1) * 1000003 + int64_t(i) * 7;

@@ -25,17 +25,9 @@
 
 using chorus::test::all_zero;
 using chorus::test::run;
+using chorus::test::transports;
 
 namespace {
-
-// Default (shared memory between these thread ranks), TCP, and UCX where built.
-std::vector<const char*> transports() {
-  std::vector<const char*> out{nullptr, "tcp"};
-#ifdef CHORUS_HAVE_UCX
-  out.push_back("ucx");
-#endif
-  return out;
-}
 
 int bits_of(chorus_dtype_t wire) {
   return wire == CHORUS_BFLOAT16 ? 8 : 11;

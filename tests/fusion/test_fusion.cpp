@@ -27,16 +27,9 @@
 
 using chorus::test::all_zero;
 using chorus::test::run;
+using chorus::test::transports;
 
 namespace {
-
-std::vector<const char*> transports() {
-  std::vector<const char*> out{nullptr, "tcp"};
-#ifdef CHORUS_HAVE_UCX
-  out.push_back("ucx");
-#endif
-  return out;
-}
 
 struct TensorPlan {
   std::string name;

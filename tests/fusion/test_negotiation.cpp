@@ -130,3 +130,20 @@ TEST_CASE("fusion buckets: grouped by dtype and op, at most fusion_bytes each", 
   CHECK((buckets[4].first == 5 && buckets[4].last == 6));  // d1: f64
   CHECK((buckets[5].first == 6 && buckets[5].last == 7));  // m1: max, not fused with sums
 }
+
+TEST_CASE("fusion buckets: tensors of alone_bytes or more go alone", "[fusion]") {
+  std::vector<TensorSpec> ready = {spec("a", 10), spec("b", 10), spec("big", 100),
+                                   spec("c", 10), spec("d", 10), spec("e", 10)};
+  // Alone from 400 B: big (400 B) alone; the 40 B ones fuse up to 100 B.
+  const auto buckets = plan_buckets(ready, 100, 400);
+  REQUIRE(buckets.size() == 4);
+  CHECK((buckets[0].first == 0 && buckets[0].last == 2 && buckets[0].bytes == 80));
+  CHECK((buckets[1].first == 2 && buckets[1].last == 3 && buckets[1].bytes == 400));
+  CHECK((buckets[2].first == 3 && buckets[2].last == 5 && buckets[2].bytes == 80));
+  CHECK((buckets[3].first == 5 && buckets[3].last == 6));
+  // A bucket whose total passes alone_bytes still takes more small tensors.
+  std::vector<TensorSpec> small(10, spec("s", 25));  // 100 B each
+  const auto fused = plan_buckets(small, 1000, 150);
+  REQUIRE(fused.size() == 1);
+  CHECK(fused[0].bytes == 1000);
+}
