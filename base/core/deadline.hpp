@@ -27,12 +27,15 @@ class Deadline {
   // lag ever exceeds the slack.
   static constexpr std::chrono::milliseconds kCoarseSlack{20};
   static Deadline after_coarse(std::chrono::nanoseconds d) {
+    return Deadline(coarse_now() + std::chrono::duration_cast<Clock::duration>(kCoarseSlack + d));
+  }
+  // The coarse clock's reading, on steady_clock's scale (see above: up to a
+  // few ms behind Clock::now()).
+  static Clock::time_point coarse_now() {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    const auto since_boot =
-        std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
-    return Deadline(Clock::time_point(
-        std::chrono::duration_cast<Clock::duration>(since_boot + kCoarseSlack + d)));
+    return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec)));
   }
 
   Clock::time_point time_point() const { return tp_; }

@@ -144,6 +144,7 @@ class Engine {
   Clock::time_point idle_since_;
   bool idle_everywhere_ = false;
   Timeline timeline_;
+  const bool timed_;  // the timeline is on (read by submitting threads too)
 
   // Shared with submitting threads (mu_).
   mutable std::mutex mu_;
