@@ -13,10 +13,7 @@
 #include "tests/coll/check_util.hpp"
 
 namespace chorus::test {
-namespace {
 
-// Runs `call` with the named registered algorithm on this rank ("": shm
-// over shared memory, else the ring).
 void run_registered(RankEnv& env, const CollectiveCall& call, std::string_view algo) {
   if (algo.empty()) algo = env.shm ? "shm" : "ring";
   const AlgorithmSpec* spec = find_algorithm(call.kind, algo);
@@ -31,6 +28,8 @@ void run_registered(RankEnv& env, const CollectiveCall& call, std::string_view a
   auto ctx = env.context(sig);
   spec->run(ctx, call, shape);
 }
+
+namespace {
 
 CollectiveCall make(CollectiveKind kind, const void* send, void* recv, const Case& c) {
   CollectiveCall call;

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "collectives/call.hpp"
 #include "tests/coll/check.hpp"
 #include "tests/coll/guarded.hpp"
 #include "tests/coll/harness.hpp"
@@ -50,5 +52,11 @@ inline RunOptions options_for(const Case& c) {
   }
   return o;
 }
+
+// Runs `call` on this rank with the registered algorithm named `algo` ("":
+// shm over shared memory, else the ring), as the communicator would: its
+// signature (sequence number 1) and context. Throws InvariantError for an
+// unknown algorithm or one that refuses the call.
+void run_registered(RankEnv& env, const CollectiveCall& call, std::string_view algo);
 
 }  // namespace chorus::test

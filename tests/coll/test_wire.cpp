@@ -28,6 +28,7 @@
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/registry.hpp"
 #include "tests/coll/check.hpp"
+#include "tests/coll/check_util.hpp"
 #include "tests/coll/guarded.hpp"
 #include "tests/coll/harness.hpp"
 #include "tests/coll/values.hpp"
@@ -221,13 +222,7 @@ TEST_CASE("wire compression: a rank that compresses and one that does not fail a
         run_compressed(env, call, DataType::bf16, algo);
         return;
       }
-      const AlgorithmSpec* spec = find_algorithm(CollectiveKind::allreduce, algo);
-      const CallShape shape = validate(call, env.rank(), env.size());
-      CallSignature sig = signature_of(call, env.size(), shape);
-      sig.seq = 1;
-      sig.algo = algorithm_id(*spec);
-      auto ctx = env.context(sig);
-      spec->run(ctx, call, shape);
+      run_registered(env, call, algo);
     });
     INFO(algo << "\n" << failures(outcomes));
     int mismatches = 0;
