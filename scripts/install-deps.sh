@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package that building, testing and benchmarking Chorus
-# needs. Idempotent; run as root (or with sudo) on Debian 12.
+# needs, then the Python packages pinned in python/requirements.txt (pip, for
+# the python3 on PATH: the Python package, its tests, the PyTorch backend).
+# Idempotent; run as root (or with sudo) on Debian 12.
 set -euo pipefail
 packages=(
   build-essential pkg-config meson ninja-build   # build
@@ -19,12 +21,20 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} Debian packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+requirements="$(dirname "$0")/../python/requirements.txt"
+if python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r "$requirements"; then
+  echo "install-deps: Python packages of $requirements present"
+else
+  echo "install-deps: pip could not install $requirements" >&2
+  exit 1
+fi
