@@ -4,7 +4,9 @@ Python package (NumPy array, in place) against chorus-bench's C figure (the C
 API), side by side in one invocation, --runs times interleaved.
 
 Both are timed alike (bench/bench_common.h's rule): the average of
-back-to-back blocking calls on each rank, the largest over the ranks.
+back-to-back blocking in-place calls on each rank, the largest over the
+ranks. Measure on idle cores: with the cores busy every wait pays the
+scheduler's wake-up latency (issue "Fast while the CPU computes").
 
   bench/python_overhead.py --build-dir build --np 2 --transport shm --runs 5
 
@@ -42,7 +44,8 @@ def run_json(command, env):
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     if done.returncode != 0:
         sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stdout}{done.stderr}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][-1]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [row for row in rows if "time_us" in row][-1]
 
 
 def driver(args):
@@ -51,7 +54,7 @@ def driver(args):
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"), CHORUS_TRANSPORT=args.transport)
     c_command = [chorusrun, "-np", str(args.np), os.path.join(build, "bench", "chorus-bench"), "allreduce",
                  "-b", str(args.bytes), "-e", str(args.bytes), "-t", args.transport, "-n", str(args.iters),
-                 "-w", str(args.warmup), "-J"]
+                 "-w", str(args.warmup), "-i", "1", "-J"]
     py_command = [chorusrun, "-np", str(args.np), sys.executable, os.path.abspath(__file__), "--bytes",
                   str(args.bytes), "--iters", str(args.iters), "--warmup", str(args.warmup)]
     c_times, py_times = [], []
