@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "collectives/call.hpp"
@@ -61,6 +63,9 @@ void Mirrored::add_variable(std::string name, void* data, void* gradient, std::s
   if (!data) throw UsageError(fmt::format("mirrored: add_variable: variable '{}' is NULL", name));
   if (count == 0)
     throw UsageError(fmt::format("mirrored: add_variable: variable '{}' has a count of 0", name));
+  if (count > SIZE_MAX / dtype_size(dtype))
+    throw UsageError(fmt::format(
+        "mirrored: add_variable: variable '{}' of {} elements is larger than memory", name, count));
   if (gradient == data)
     throw UsageError(fmt::format(
         "mirrored: add_variable: variable '{}' and its gradient are the same memory", name));

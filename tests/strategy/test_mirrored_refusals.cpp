@@ -5,6 +5,7 @@
 // communicator is refused, and still freed.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,8 @@ TEST_CASE("mirrored: bad arguments are refused, each named", "[mirrored]") {
     calls("add: twice", chorus_mirrored_add_variable(m, "w", u, nullptr, 2, CHORUS_FLOAT32));
     calls("add: no variable", chorus_mirrored_add_variable(m, "v", nullptr, gw, 4, CHORUS_FLOAT32));
     calls("add: count 0", chorus_mirrored_add_variable(m, "v", u, nullptr, 0, CHORUS_FLOAT32));
+    calls("add: too large",
+          chorus_mirrored_add_variable(m, "v", u, nullptr, SIZE_MAX / 2, CHORUS_FLOAT32));
     calls("add: dtype", chorus_mirrored_add_variable(m, "v", u, nullptr, 2, (chorus_dtype_t)99));
     calls("add: gradient is the variable",
           chorus_mirrored_add_variable(m, "v", x, x, 1, CHORUS_FLOAT32));
@@ -126,6 +129,7 @@ TEST_CASE("mirrored: bad arguments are refused, each named", "[mirrored]") {
   expect(calls, "add: twice", bad, "variable 'w' is already registered");
   expect(calls, "add: no variable", bad, "variable 'v' is NULL");
   expect(calls, "add: count 0", bad, "variable 'v' has a count of 0");
+  expect(calls, "add: too large", bad, "larger than memory");
   expect(calls, "add: dtype", bad, "'v': unknown dtype 99");
   expect(calls, "add: gradient is the variable", bad, "the same memory");
   expect(calls, "ready: no name", bad, "name is NULL");
