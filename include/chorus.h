@@ -354,6 +354,139 @@ typedef struct {
 } chorus_fusion_stats_t;
 CHORUS_API chorus_result_t chorus_fusion_stats(chorus_comm_t comm, chorus_fusion_stats_t* stats);
 
+/* The mirrored strategy: synchronous data parallelism, as TensorFlow's
+ * MirroredStrategy / MultiWorkerMirroredStrategy. Every rank holds a replica
+ * of every variable and computes gradients on its own slice of the batch;
+ * each step the gradients become their mean over the ranks and every rank
+ * applies the same optimizer update, so the replicas stay identical:
+ *
+ *   chorus_mirrored_create(comm, NULL, &m);
+ *   chorus_mirrored_add_variable(m, "fc1.weight", w, dw, n, CHORUS_FLOAT32);  ... every variable
+ *   chorus_mirrored_broadcast_variables(m, 0);
+ *   for each step:
+ *     backward pass: chorus_mirrored_gradient_ready(m, "fc1.weight") as each gradient is done
+ *     chorus_mirrored_reduce_gradients(m, 0);
+ *     chorus_mirrored_apply(m, &optimizer);
+ *     chorus_mirrored_end_step(m, 0);
+ *
+ * Variables must be registered in the same order, with the same names,
+ * counts and dtypes, on every rank: the collectives pair them by position.
+ * The strategy keeps the pointers: the variables and gradients must stay
+ * valid until chorus_mirrored_destroy. The calls marked collective must be
+ * made by every rank, at the same place among its collectives on comm.
+ * Errors are comm's (chorus_comm_last_error(comm)); a refused argument fails
+ * comm on every rank, as every refusal does (see the top of this file).
+ * The calls of one strategy are serialised (gradient_ready may come from
+ * other threads, e.g. backward hooks). */
+typedef struct chorus_mirrored* chorus_mirrored_t;
+
+typedef enum {
+  CHORUS_OPTIMIZER_SGD = 0,      /* param -= lr * g */
+  CHORUS_OPTIMIZER_MOMENTUM = 1, /* buf = momentum * buf + g; param -= lr * buf (nesterov:
+                                    lr * (g + momentum * buf)) */
+  CHORUS_OPTIMIZER_ADAM = 2,     /* torch.optim.Adam: bias-corrected moments, epsilon added
+                                    after the square root */
+  CHORUS_OPTIMIZER_KIND_COUNT_ = 3,
+  CHORUS_OPTIMIZER_KIND_MAX_ENUM_ = 0x7fffffff
+} chorus_optimizer_kind_t;
+
+/* An optimizer, with PyTorch's torch.optim semantics (SGD, SGD with
+ * momentum and dampening 0, Adam without amsgrad); g is the reduced
+ * gradient plus weight_decay * param (L2, for every kind). Fields another
+ * kind uses are ignored. Refused (CHORUS_ERR_INVALID_ARGUMENT): a negative
+ * or non-finite learning_rate, momentum, epsilon or weight_decay, a beta
+ * outside [0, 1), nesterov with a momentum of 0. Start it with
+ * CHORUS_OPTIMIZER_OPTIONS_INITIALIZER. */
+typedef struct {
+  size_t size; /* sizeof(chorus_optimizer_options_t) */
+  chorus_optimizer_kind_t kind;
+  double learning_rate;
+  double momentum; /* MOMENTUM: the buffer's decay (0: plain SGD) */
+  int nesterov;    /* MOMENTUM: non-zero for Nesterov's look-ahead */
+  double beta1;    /* ADAM: decay of the first moment */
+  double beta2;    /* ADAM: decay of the second moment */
+  double epsilon;  /* ADAM: added to the denominator after the square root */
+  double weight_decay;
+} chorus_optimizer_options_t;
+#define CHORUS_OPTIMIZER_OPTIONS_INITIALIZER \
+  { sizeof(chorus_optimizer_options_t), CHORUS_OPTIMIZER_SGD, 0.01, 0.0, 0, 0.9, 0.999, 1e-8, 0.0 }
+
+/* Start with CHORUS_MIRRORED_OPTIONS_INITIALIZER. */
+typedef struct {
+  size_t size;        /* sizeof(chorus_mirrored_options_t) */
+  int root;           /* the rank chorus_mirrored_broadcast_variables sends from */
+  int use_fusion;     /* non-zero: gradients go through comm's fusion engine as they are
+                         ready (chorus_fused_allreduce); 0: one non-blocking allreduce each,
+                         started by chorus_mirrored_reduce_gradients in registration order */
+  int check_replicas; /* chorus_mirrored_end_step checks the replicas every this many
+                         steps; 0: never; -1: as CHORUS_CHECK_REPLICAS says (default 0) */
+} chorus_mirrored_options_t;
+#define CHORUS_MIRRORED_OPTIONS_INITIALIZER \
+  { sizeof(chorus_mirrored_options_t), 0, 1, -1 }
+
+/* A strategy over comm (options NULL: the defaults); local. Refused: a root
+ * outside comm, check_replicas below -1. comm must outlive it. */
+CHORUS_API chorus_result_t chorus_mirrored_create(chorus_comm_t comm,
+                                                  const chorus_mirrored_options_t* options,
+                                                  chorus_mirrored_t* out);
+/* Registers a variable of count elements of dtype and its gradient buffer
+ * (the same count and dtype; NULL: a variable that is not trained, only
+ * broadcast and checked, e.g. a running statistic). Local. Refused: a NULL
+ * or empty name, a name already registered, a NULL variable, a count of 0,
+ * an unknown dtype, a gradient that is the variable itself. */
+CHORUS_API chorus_result_t chorus_mirrored_add_variable(chorus_mirrored_t m, const char* name,
+                                                        void* variable, void* gradient,
+                                                        size_t count, chorus_dtype_t dtype);
+/* Collective: every variable takes the root's values (a broadcast each, in
+ * registration order). With use_fusion it also starts comm's fusion engine,
+ * so that the first gradient_ready need not come at the same place among
+ * comm's calls on every rank. */
+CHORUS_API chorus_result_t chorus_mirrored_broadcast_variables(chorus_mirrored_t m,
+                                                               int64_t timeout_ms);
+/* The gradient of `name` is computed. With use_fusion it is handed to the
+ * fusion engine at once (an in-place CHORUS_AVG fused allreduce named
+ * "mirrored/<name>"), so that its reduction overlaps the rest of the
+ * backward pass; ranks may call it in different orders. Without fusion it
+ * is only recorded. Returns at once. Refused: an unknown name, a variable
+ * without a gradient, a gradient already handed over this step (a step
+ * ends at chorus_mirrored_apply or chorus_mirrored_end_step). Until the
+ * reduction is waited for (chorus_mirrored_reduce_gradients) the library
+ * writes the gradient. */
+CHORUS_API chorus_result_t chorus_mirrored_gradient_ready(chorus_mirrored_t m, const char* name);
+/* Collective: hands over every gradient not handed over yet this step and
+ * waits until every gradient holds the mean of every rank's (bit-identical
+ * on every rank). CHORUS_ERR_TIMEOUT at timeout_ms leaves the reductions
+ * running; calling it again waits again. Any other failure is every
+ * rank's, as for a fused allreduce or a collective. */
+CHORUS_API chorus_result_t chorus_mirrored_reduce_gradients(chorus_mirrored_t m,
+                                                            int64_t timeout_ms);
+/* Local: one update of every variable that has a gradient, with that
+ * (reduced) gradient; the optimizer's state (momentum buffer, Adam's
+ * moments and step count) is kept per variable. The kind is fixed by the
+ * first call; the other fields may change from step to step (schedules).
+ * Refused (nothing is updated): options NULL, of a smaller size or out of
+ * range, an unknown or another kind, a variable with a gradient that is not
+ * CHORUS_FLOAT32 or CHORUS_FLOAT64; CHORUS_ERR_INVALID_USAGE (comm goes on)
+ * when a gradient has not been reduced this step. */
+CHORUS_API chorus_result_t chorus_mirrored_apply(chorus_mirrored_t m,
+                                                 const chorus_optimizer_options_t* optimizer);
+/* Ends a step: counts it, and every check_replicas steps runs
+ * chorus_mirrored_check_replicas (then collective: every rank's step count
+ * must agree). */
+CHORUS_API chorus_result_t chorus_mirrored_end_step(chorus_mirrored_t m, int64_t timeout_ms);
+/* Collective: one allgather of an xxHash64 digest of every variable's bytes
+ * (and of the registration: names, counts, dtypes, order). If any rank
+ * differs from rank 0, every rank returns CHORUS_ERR_MISMATCH with the same
+ * message naming the first diverged variable in registration order and the
+ * lowest rank that differs: "replicas diverged at step 12: variable
+ * 'fc1.weight' on rank 2 differs from rank 0 (digest 0x... vs 0x...)".
+ * comm stays usable (chorus_mirrored_broadcast_variables restores the
+ * replicas). */
+CHORUS_API chorus_result_t chorus_mirrored_check_replicas(chorus_mirrored_t m, int64_t timeout_ms);
+/* Waits (bounded by CHORUS_TIMEOUT) for reductions still running, then
+ * frees m. m may be NULL. After chorus_comm_destroy(comm) it only frees. */
+CHORUS_API chorus_result_t chorus_mirrored_destroy(chorus_mirrored_t m);
+
 /* Waits for completion; returns the operation's result. timeout_ms 0: as long as
  * the operation's own deadline (CHORUS_TIMEOUT from its start) and 10 s more, so
  * that an operation that times out returns its own CHORUS_ERR_TIMEOUT (and is

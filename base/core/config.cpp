@@ -241,6 +241,11 @@ std::vector<ConfigVar> build_registry() {
                  if (!c.wire_dtype) return std::string("none");
                  return std::string(*c.wire_dtype == DataType::bf16 ? "bf16" : "f16");
                }});
+  r.push_back(int_var("CHORUS_CHECK_REPLICAS", "0",
+                      "Mirrored strategy: every this many steps (chorus_mirrored_end_step) "
+                      "compare a digest of every variable on every rank and fail everywhere "
+                      "with CHORUS_ERR_MISMATCH naming the first that diverged; 0: never.",
+                      &Config::check_replicas, 0));
   return r;
 }
 

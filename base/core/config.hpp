@@ -47,6 +47,9 @@ struct Config {
   std::string timeline;                 // Chrome trace of fused work: path prefix; "": none
   // float32 allreduce: dtype on the wire (bf16 or f16); nullopt: not compressed
   std::optional<DataType> wire_dtype;
+  // Mirrored strategy (lib/strategy/mirrored.hpp): compare every rank's
+  // variables every this many steps; 0: never.
+  int check_replicas = 0;
 };
 
 // An environment to read from: the process's, or a map in tests.

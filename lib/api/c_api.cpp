@@ -171,10 +171,7 @@ chorus_result_t chorus_comm_destroy(chorus_comm_t comm) {
     if (!chorus::api::unregister_comm(comm))
       throw UsageError(CHORUS_ERR_INVALID_USAGE, "chorus_comm_destroy: handle is not live");
     std::unique_ptr<chorus_comm> owned(comm);
-    {
-      std::lock_guard lock(owned->fusion_mu);
-      if (owned->fusion) owned->fusion->shutdown();
-    }
+    owned->fusion.shutdown();
     owned->comm->destroy();
   });
 }

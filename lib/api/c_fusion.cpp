@@ -18,21 +18,6 @@ namespace {
 
 constexpr std::size_t kMaxName = 65535;
 
-chorus::fusion::Engine& engine_of(chorus_comm_t handle, chorus::Communicator& comm) {
-  std::lock_guard lock(handle->fusion_mu);
-  if (!handle->fusion) {
-    // The engine's communicator is split off here, in this communicator's
-    // call order (as chorus_comm_split would be), and finished on the
-    // engine's thread: this call does not wait for the peers.
-    auto make_comm = comm.start_split(0, comm.rank());
-    handle->fusion = std::make_unique<chorus::fusion::Engine>(
-        std::move(make_comm), comm.rank(), comm.size(),
-        handle->fusion_options ? *handle->fusion_options
-                               : chorus::fusion::EngineOptions::from(comm.config()));
-  }
-  return *handle->fusion;
-}
-
 }  // namespace
 
 extern "C" {
@@ -64,7 +49,7 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       } catch (const chorus::UsageError& e) {
         throw chorus::UsageError(e.code(), fmt::format("fused {} (tensor '{}')", e.what(), name));
       }
-      auto fused = engine_of(comm, c).submit(std::move(spec), sendbuf, recvbuf);
+      auto fused = comm->fusion.engine(c).submit(std::move(spec), sendbuf, recvbuf);
       *request =
           new chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
     });
@@ -99,12 +84,7 @@ chorus_result_t chorus_fusion_configure(chorus_comm_t comm,
             static_cast<int>(w)));
       o.wire = static_cast<chorus::DataType>(w);
     }
-    std::lock_guard lock(comm->fusion_mu);
-    if (comm->fusion)
-      throw chorus::UsageError(CHORUS_ERR_INVALID_USAGE,
-                               "chorus_fusion_configure: the engine already runs (configure "
-                               "before the first fused call)");
-    comm->fusion_options = o;
+    comm->fusion.configure(o);
   });
 }
 
@@ -115,11 +95,7 @@ chorus_result_t chorus_fusion_stats(chorus_comm_t comm, chorus_fusion_stats_t* s
       throw chorus::UsageError(fmt::format("chorus_fusion_stats: stats->size {} (expected {})",
                                            stats->size, sizeof(chorus_fusion_stats_t)));
     chorus::api::lookup(comm);
-    chorus::fusion::EngineStats s;
-    {
-      std::lock_guard lock(comm->fusion_mu);
-      if (comm->fusion) s = comm->fusion->stats();
-    }
+    const chorus::fusion::EngineStats s = comm->fusion.stats();
     stats->cycles = s.cycles;
     stats->fast_cycles = s.fast_cycles;
     stats->slow_cycles = s.slow_cycles;

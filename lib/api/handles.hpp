@@ -3,22 +3,19 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "include/chorus.h"
 #include "lib/comm/communicator.hpp"
-#include "lib/fusion/engine.hpp"
+#include "lib/fusion/engine_slot.hpp"
 
 struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
-  // The fusion engine, made by the first fused call (fusion_mu). Shut down
-  // before the communicator is destroyed.
-  std::mutex fusion_mu;
-  std::unique_ptr<chorus::fusion::Engine> fusion;
-  // chorus_fusion_configure's settings, for the engine when it is made.
-  std::optional<chorus::fusion::EngineOptions> fusion_options;
+  // The fusion engine, made by the first fused call (chorus_fused_allreduce
+  // or a mirrored strategy's gradient), with chorus_fusion_configure's
+  // settings. Shut down before the communicator is destroyed.
+  chorus::fusion::EngineSlot fusion;
 };
 
 // A non-blocking call: a collective (work), a point-to-point message, or a

@@ -10,6 +10,7 @@ Floors, lowest first (a file may include its own floor and those below):
   collectives/     teams, the algorithm registry, algorithms, shared-memory domains
   lib/comm         the communicator (ordering, selection, split, point-to-point)
   lib/fusion       the fusion engine (above the communicator)
+  lib/strategy     training strategies (mirrored) and optimizers (above fusion)
   lib/api          the C API
   tools/ bench/ examples/ python/   programs over the runtime
   tests/           anything
@@ -28,9 +29,10 @@ FLOORS = [
     ("collectives/", 5),
     ("lib/comm/", 6),
     ("lib/fusion/", 7),
-    ("lib/", 8),
-    ("tools/", 9), ("bench/", 9), ("examples/", 9), ("python/", 9),
-    ("tests/", 10),
+    ("lib/strategy/", 8),
+    ("lib/", 9),
+    ("tools/", 10), ("bench/", 10), ("examples/", 10), ("python/", 10),
+    ("tests/", 11),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

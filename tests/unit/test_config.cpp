@@ -246,3 +246,13 @@ TEST_CASE("CHORUS_WIRE_DTYPE: none, bf16, f16", "[config][wire]") {
   var("CHORUS_WIRE_DTYPE").parse(c, "f16");
   CHECK(var("CHORUS_WIRE_DTYPE").show(c) == "f16");
 }
+
+TEST_CASE("CHORUS_CHECK_REPLICAS: a step interval, 0 for never", "[config]") {
+  CHECK(load_config(map_env({})).check_replicas == 0);
+  CHECK(load_config(map_env({{"CHORUS_CHECK_REPLICAS", "100"}})).check_replicas == 100);
+  const std::string what = usage_error_of([] {
+    load_config(map_env({{"CHORUS_CHECK_REPLICAS", "-1"}}));
+  });
+  CHECK(what.find("CHORUS_CHECK_REPLICAS") != std::string::npos);
+  CHECK(what.find("out of range") != std::string::npos);
+}

@@ -1,0 +1,168 @@
+// extern "C" entry points of the mirrored strategy (include/chorus.h): a
+// handle over chorus::strategy::Mirrored (lib/strategy/mirrored.hpp), which
+// reaches the communicator and its fusion engine slot through comm's handle.
+// Every entry point first checks that comm is live: the strategy holds
+// references into it.
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "lib/api/entry.hpp"
+#include "lib/api/handles.hpp"
+#include "lib/strategy/mirrored.hpp"
+
+using chorus::UsageError;
+using chorus::api::check_out;
+using chorus::api::deadline_from;
+using chorus::api::guarded;
+using chorus::api::on_comm;
+using chorus::strategy::OptimizerKind;
+
+struct chorus_mirrored {
+  chorus_comm_t comm;
+  std::unique_ptr<chorus::strategy::Mirrored> strategy;
+};
+
+namespace {
+
+static_assert(static_cast<int>(OptimizerKind::sgd) == CHORUS_OPTIMIZER_SGD);
+static_assert(static_cast<int>(OptimizerKind::momentum) == CHORUS_OPTIMIZER_MOMENTUM);
+static_assert(static_cast<int>(OptimizerKind::adam) == CHORUS_OPTIMIZER_ADAM);
+static_assert(chorus::strategy::kOptimizerKinds == CHORUS_OPTIMIZER_KIND_COUNT_);
+
+chorus_comm_t comm_of(chorus_mirrored_t m) {
+  return m ? m->comm : nullptr;
+}
+
+// Runs body(strategy, communicator) for a live strategy; a refused argument
+// fails the communicator on every rank (on_comm).
+template <typename Body>
+chorus_result_t on_strategy(chorus_mirrored_t m, Body&& body) {
+  return guarded(comm_of(m), [&] {
+    if (!m) throw UsageError("the mirrored strategy handle is NULL");
+    on_comm(m->comm, [&](chorus::Communicator& c) { body(*m->strategy, c); });
+  });
+}
+
+chorus::strategy::MirroredOptions mirrored_options(const chorus_mirrored_options_t* options,
+                                                   const chorus::Config& config) {
+  chorus::strategy::MirroredOptions o;
+  o.check_every = config.check_replicas;
+  if (!options) return o;
+  if (options->size < sizeof(chorus_mirrored_options_t))
+    throw UsageError(
+        fmt::format("chorus_mirrored_create: options->size {} (expected {}); start it with "
+                    "CHORUS_MIRRORED_OPTIONS_INITIALIZER",
+                    options->size, sizeof(chorus_mirrored_options_t)));
+  if (options->check_replicas < -1)
+    throw UsageError(fmt::format(
+        "chorus_mirrored_create: check_replicas {} (a step count, 0 for never, or -1 for "
+        "CHORUS_CHECK_REPLICAS)",
+        options->check_replicas));
+  o.root = options->root;
+  o.use_fusion = options->use_fusion != 0;
+  if (options->check_replicas >= 0) o.check_every = options->check_replicas;
+  return o;
+}
+
+chorus::strategy::OptimizerOptions optimizer_options(const chorus_optimizer_options_t* options) {
+  check_out(options, "chorus_mirrored_apply: optimizer");
+  if (options->size < sizeof(chorus_optimizer_options_t))
+    throw UsageError(
+        fmt::format("chorus_mirrored_apply: optimizer->size {} (expected {}); start it with "
+                    "CHORUS_OPTIMIZER_OPTIONS_INITIALIZER",
+                    options->size, sizeof(chorus_optimizer_options_t)));
+  const int kind = static_cast<int>(options->kind);
+  if (kind < 0 || kind >= CHORUS_OPTIMIZER_KIND_COUNT_)
+    throw UsageError(fmt::format("chorus_mirrored_apply: unknown optimizer kind {}", kind));
+  chorus::strategy::OptimizerOptions o;
+  o.kind = static_cast<OptimizerKind>(kind);
+  o.learning_rate = options->learning_rate;
+  o.momentum = options->momentum;
+  o.nesterov = options->nesterov != 0;
+  o.beta1 = options->beta1;
+  o.beta2 = options->beta2;
+  o.epsilon = options->epsilon;
+  o.weight_decay = options->weight_decay;
+  return o;
+}
+
+}  // namespace
+
+extern "C" {
+
+chorus_result_t chorus_mirrored_create(chorus_comm_t comm, const chorus_mirrored_options_t* options,
+                                       chorus_mirrored_t* out) {
+  return guarded(comm, [&] {
+    check_out(out, "out");
+    *out = nullptr;
+    on_comm(comm, [&](chorus::Communicator& c) {
+      auto strategy = std::make_unique<chorus::strategy::Mirrored>(
+          c, comm->fusion, mirrored_options(options, c.config()));
+      *out = new chorus_mirrored{comm, std::move(strategy)};
+    });
+  });
+}
+
+chorus_result_t chorus_mirrored_add_variable(chorus_mirrored_t m, const char* name, void* variable,
+                                             void* gradient, size_t count, chorus_dtype_t dtype) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator&) {
+    if (!name) throw UsageError("chorus_mirrored_add_variable: name is NULL");
+    const std::string what = fmt::format("chorus_mirrored_add_variable '{}'", name);
+    s.add_variable(name, variable, gradient, count, chorus::api::to_dtype(dtype, what.c_str()));
+  });
+}
+
+chorus_result_t chorus_mirrored_broadcast_variables(chorus_mirrored_t m, int64_t timeout_ms) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator& c) {
+    s.broadcast_variables(deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_mirrored_gradient_ready(chorus_mirrored_t m, const char* name) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator&) {
+    if (!name) throw UsageError("chorus_mirrored_gradient_ready: name is NULL");
+    s.gradient_ready(name);
+  });
+}
+
+chorus_result_t chorus_mirrored_reduce_gradients(chorus_mirrored_t m, int64_t timeout_ms) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator& c) {
+    s.reduce_gradients(deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_mirrored_apply(chorus_mirrored_t m,
+                                      const chorus_optimizer_options_t* optimizer) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator&) {
+    s.apply(optimizer_options(optimizer));
+  });
+}
+
+chorus_result_t chorus_mirrored_end_step(chorus_mirrored_t m, int64_t timeout_ms) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator& c) {
+    s.end_step(deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_mirrored_check_replicas(chorus_mirrored_t m, int64_t timeout_ms) {
+  return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator& c) {
+    s.check_replicas(deadline_from(c, timeout_ms));
+  });
+}
+
+chorus_result_t chorus_mirrored_destroy(chorus_mirrored_t m) {
+  return guarded(comm_of(m), [&] {
+    if (!m) return;
+    std::unique_ptr<chorus_mirrored> owned(m);
+    // A destroyed communicator finished or failed every reduction (and the
+    // strategy's references into it are gone): then there is nothing to
+    // wait for.
+    if (chorus::api::is_live(owned->comm))
+      owned->strategy->drain(chorus::api::lookup(owned->comm).default_deadline());
+  });
+}
+
+}  // extern "C"
