@@ -104,6 +104,46 @@ CHORUS_API const char* chorus_result_string(chorus_result_t result);
 /* Reads CHORUS_* (set by chorusrun) or Open MPI / Slurm / torchrun / TF_CONFIG. */
 CHORUS_API chorus_result_t chorus_init_from_env(chorus_comm_t* comm);
 CHORUS_API chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* comm);
+/* A rendezvous store supplied by the caller (a framework's own key-value
+ * store, e.g. PyTorch's c10d::Store of a process group): chorus_init_with_store
+ * meets the peers through it instead of opening a store at store_addr. Keys
+ * are NUL-terminated strings; values are binary (value, length). Every
+ * callback returns CHORUS_SUCCESS or an error code; may be called from any
+ * thread, also after chorus_init_with_store has returned (communicators made
+ * by chorus_comm_split keep using the store), until release is called.
+ *   set:  stores value under key, replacing any earlier value.
+ *   wait: returns once every one of the count keys exists; CHORUS_ERR_TIMEOUT
+ *         when timeout_ms (always > 0) passes first.
+ *   get:  the value of a key that exists (wait has seen it): calls
+ *         deliver(sink, value, length) once before returning CHORUS_SUCCESS.
+ *   add:  atomically adds delta to the decimal integer at key (0 when absent)
+ *         and sets *result to the new value.
+ *   last_error (may be NULL): words for the calling thread's last failed
+ *         callback, quoted in Chorus's error message.
+ *   release (may be NULL): called once, when no communicator uses the store
+ *         any more (also when chorus_init_with_store fails). */
+typedef struct {
+  size_t size;   /* sizeof(chorus_store_ops_t) */
+  void* context; /* passed to every callback */
+  chorus_result_t (*set)(void* context, const char* key, const void* value, size_t length);
+  chorus_result_t (*wait)(void* context, const char* const* keys, size_t count, int64_t timeout_ms);
+  chorus_result_t (*get)(void* context, const char* key,
+                         void (*deliver)(void* sink, const void* value, size_t length), void* sink);
+  chorus_result_t (*add)(void* context, const char* key, int64_t delta, int64_t* result);
+  const char* (*last_error)(void* context);
+  void (*release)(void* context);
+} chorus_store_ops_t;
+
+/* As chorus_init, over the caller's store: config gives rank, world_size,
+ * job_token and transport; config->store_addr is optional and only says which
+ * network the peers share ("host:port" of any address they all reach, e.g. the
+ * framework's store): this rank listens on its local address on the route
+ * there (CHORUS_TCP_BIND_ADDR overrides; neither set: 127.0.0.1, one host
+ * only). Every rank's communicators over one store must be made in the same
+ * order. store is copied; its release is called even when this fails. */
+CHORUS_API chorus_result_t chorus_init_with_store(const chorus_init_config_t* config,
+                                                  const chorus_store_ops_t* store,
+                                                  chorus_comm_t* comm);
 /* Collective: waits (bounded by CHORUS_TIMEOUT) for outstanding work, says goodbye
  * to peers, frees everything. comm may be NULL. */
 CHORUS_API chorus_result_t chorus_comm_destroy(chorus_comm_t comm);

@@ -157,6 +157,22 @@ chorus_result_t chorus_init(const chorus_init_config_t* config, chorus_comm_t* c
   });
 }
 
+chorus_result_t chorus_init_with_store(const chorus_init_config_t* config,
+                                       const chorus_store_ops_t* store, chorus_comm_t* comm) {
+  return guarded(nullptr, [&] {
+    if (!store) throw UsageError("store is NULL");
+    // The store's context is Chorus's from here: released on every path.
+    chorus_store_ops_t ops = *store;
+    if (!comm || !config) {
+      if (ops.size >= sizeof(chorus_store_ops_t) && ops.release) ops.release(ops.context);
+      check_out(comm, "comm");
+      check_out(config, "config");
+    }
+    *comm = nullptr;
+    *comm = chorus::api::init_communicator_with_store(*config, ops);
+  });
+}
+
 chorus_result_t chorus_init_from_env(chorus_comm_t* comm) {
   return guarded(nullptr, [&] {
     check_out(comm, "comm");

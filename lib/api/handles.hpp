@@ -49,6 +49,9 @@ template <typename Fn>
 chorus_result_t guarded(chorus_comm_t comm, Fn&& fn) noexcept;
 
 chorus_comm_t init_communicator(const chorus_init_config_t* config);  // init.cpp
+// Over the caller's store (chorus_init_with_store); takes ops.context over.
+chorus_comm_t init_communicator_with_store(const chorus_init_config_t& config,
+                                           const chorus_store_ops_t& ops);  // init.cpp
 
 }  // namespace chorus::api
 

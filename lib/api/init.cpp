@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/bootstrap/callback_store.hpp"
 #include "base/bootstrap/env.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
@@ -21,7 +22,7 @@
 namespace chorus::api {
 namespace {
 
-BootstrapInfo info_from(const chorus_init_config_t& c) {
+BootstrapInfo info_from(const chorus_init_config_t& c, bool store_addr_required = true) {
   if (c.size < sizeof(chorus_init_config_t) || c.version / 100 != CHORUS_VERSION / 100)
     throw UsageError(fmt::format(
         "chorus_init_config_t of size {} / version {} does not match this library ({} / {}); "
@@ -30,11 +31,12 @@ BootstrapInfo info_from(const chorus_init_config_t& c) {
   if (c.world_size <= 0 || c.rank < 0 || c.rank >= c.world_size)
     throw UsageError(
         fmt::format("rank {} is not within a world of {} ranks", c.rank, c.world_size));
-  if (!c.store_addr || !*c.store_addr) throw UsageError("chorus_init: store_addr is required");
+  if (store_addr_required && (!c.store_addr || !*c.store_addr))
+    throw UsageError("chorus_init: store_addr is required");
   BootstrapInfo info;
   info.rank = c.rank;
   info.world_size = c.world_size;
-  info.store_addr = c.store_addr;
+  info.store_addr = c.store_addr ? c.store_addr : "";
   info.job_token = c.job_token ? c.job_token : "";
   info.source = "chorus_init";
   return info;
@@ -75,16 +77,18 @@ std::unique_ptr<Transport> connect_point_to_point(Store& store, const BootstrapI
 #endif
 }
 
-}  // namespace
-
-chorus_comm_t init_communicator(const chorus_init_config_t* c) {
-  const Config& config = global_config();
-  BootstrapInfo info = c ? info_from(*c) : detect_bootstrap(process_env(), config);
-  set_log_rank(info.rank);
-  std::string requested = requested_transport(c, config);
-  auto deadline = Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+Deadline connect_deadline(const Config& config) {
+  return Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(config.connect_timeout_s)));
-  std::shared_ptr<StoreHandle> store = open_store(info, deadline);
+}
+
+// Everything after the store: the namespace of this communicator in it, the
+// host map, the transports, shared memory. local_address: where this rank's
+// TCP listener binds unless CHORUS_TCP_BIND_ADDR says otherwise.
+chorus_comm_t build_communicator(const std::shared_ptr<Store>& store, const BootstrapInfo& info,
+                                 const std::string& requested, const std::string& local_address,
+                                 const Deadline& deadline) {
+  const Config& config = global_config();
   // Each communicator of a job gets its own store namespace: every rank
   // initialises them in the same order, so the n-th ones of all ranks meet
   // (a counter per rank in the store, so thread ranks of one process work too).
@@ -100,7 +104,7 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   options.rank = info.rank;
   options.size = info.world_size;
   options.token = info.job_token;
-  options.bind_host = config.tcp_bind_addr.empty() ? store->local_address() : config.tcp_bind_addr;
+  options.bind_host = config.tcp_bind_addr.empty() ? local_address : config.tcp_bind_addr;
   options.key_prefix = comm_prefix + "tcp/";
   options.socket_buffer = config.tcp_socket_buffer;
   options.zero_copy_min = config.tcp_zero_copy_min;
@@ -155,6 +159,36 @@ chorus_comm_t init_communicator(const chorus_init_config_t* c) {
   chorus_comm_t raw = handle.release();
   register_comm(raw);
   return raw;
+}
+
+}  // namespace
+
+chorus_comm_t init_communicator(const chorus_init_config_t* c) {
+  const Config& config = global_config();
+  BootstrapInfo info = c ? info_from(*c) : detect_bootstrap(process_env(), config);
+  set_log_rank(info.rank);
+  std::string requested = requested_transport(c, config);
+  auto deadline = connect_deadline(config);
+  std::shared_ptr<StoreHandle> store = open_store(info, deadline);
+  return build_communicator(store, info, requested, store->local_address(), deadline);
+}
+
+chorus_comm_t init_communicator_with_store(const chorus_init_config_t& c,
+                                           const chorus_store_ops_t& ops) {
+  // The store first: it owns ops.context from here on, so every later refusal releases it.
+  std::shared_ptr<Store> store = make_callback_store(ops);
+  const Config& config = global_config();
+  BootstrapInfo info = info_from(c, /*store_addr_required=*/false);
+  info.store_addr = "the caller's store";
+  info.source = "chorus_init_with_store";
+  set_log_rank(info.rank);
+  std::string requested = requested_transport(&c, config);
+  // The peers reach this rank on its address on the route to the network
+  // they share (config->store_addr); without one, loopback: one host only.
+  const std::string local_address = (c.store_addr && *c.store_addr)
+                                        ? local_address_towards(c.store_addr)
+                                        : std::string("127.0.0.1");
+  return build_communicator(store, info, requested, local_address, connect_deadline(config));
 }
 
 }  // namespace chorus::api
