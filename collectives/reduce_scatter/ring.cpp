@@ -56,8 +56,6 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
                          std::size_t recvcount, DataType dtype, ReduceOp op) {
   static spdlog::logger& log = logger("coll");
   const int n = ctx.size();
-  const int rank = ctx.rank();
-  const std::size_t e = dtype_size(dtype);
   log.debug("ring reduce_scatter: {} ranks, recvcount {} ({}, {}), segment {} bytes", n, recvcount,
             dtype_name(dtype), op_name(op), ctx.segment_bytes);
   const auto chunks = patterns::equal_chunks(recvcount, n);

@@ -44,7 +44,7 @@ void sweep(CollectiveKind kind, Check check, bool rooted, bool has_in_place = tr
                dt,
                op,
                k % 2 == 0,
-               k % 3 == 0 ? 64 << 10 : 1 << 20,
+               k % 3 == 0 ? std::size_t{64} << 10 : std::size_t{1} << 20,
                rooted ? n - 1 : 0,
                false,
                algo};

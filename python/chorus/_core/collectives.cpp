@@ -64,14 +64,25 @@ Obj allreduce(Self self, Obj tensor, Obj out, int op, Obj timeout, Obj wire, boo
                   });
 }
 
+// The arguments of a call on one buffer (broadcast, send, recv).
+struct OneBuffer {
+  Buffer buffer;
+  std::int64_t timeout_ms = 0;
+};
+OneBuffer read_one(Comm& c, Obj tensor, bool writable, Obj timeout) {
+  OneBuffer read;
+  c.read_arguments([&] {
+    read.buffer = buffer_of(tensor, "tensor", writable);
+    read.timeout_ms = timeout_ms_of(timeout);
+  });
+  return read;
+}
+
 Obj broadcast(Self self, Obj tensor, int root, Obj timeout, bool nonblocking) {
   Comm& c = self.cast<Comm&>();
-  Buffer buffer;
-  std::int64_t ms = 0;
-  c.read_arguments([&] {
-    buffer = buffer_of(tensor, "tensor", true);
-    ms = timeout_ms_of(timeout);
-  });
+  const OneBuffer one = read_one(c, tensor, true, timeout);
+  const Buffer& buffer = one.buffer;
+  const std::int64_t ms = one.timeout_ms;
   chorus_comm_t h = c.handle();
   return c.launch(self, nonblocking, tensor, tensor, [&](chorus_request_t* request) {
     return request ? chorus_ibroadcast(h, buffer.data, buffer.count, buffer.dtype, root, request)
@@ -313,12 +324,9 @@ Obj barrier(Self self, Obj timeout, bool nonblocking) {
 
 Obj send(Self self, Obj tensor, int peer, int tag, Obj timeout, bool nonblocking) {
   Comm& c = self.cast<Comm&>();
-  Buffer buffer;
-  std::int64_t ms = 0;
-  c.read_arguments([&] {
-    buffer = buffer_of(tensor, "tensor", false);
-    ms = timeout_ms_of(timeout);
-  });
+  const OneBuffer one = read_one(c, tensor, false, timeout);
+  const Buffer& buffer = one.buffer;
+  const std::int64_t ms = one.timeout_ms;
   chorus_comm_t h = c.handle();
   return c.launch(self, nonblocking, tensor, py::none(), [&](chorus_request_t* request) {
     return request ? chorus_isend(h, buffer.data, buffer.count, buffer.dtype, peer, tag, request)
@@ -328,12 +336,9 @@ Obj send(Self self, Obj tensor, int peer, int tag, Obj timeout, bool nonblocking
 
 Obj recv(Self self, Obj tensor, int peer, int tag, Obj timeout, bool nonblocking) {
   Comm& c = self.cast<Comm&>();
-  Buffer buffer;
-  std::int64_t ms = 0;
-  c.read_arguments([&] {
-    buffer = buffer_of(tensor, "tensor", true);
-    ms = timeout_ms_of(timeout);
-  });
+  const OneBuffer one = read_one(c, tensor, true, timeout);
+  const Buffer& buffer = one.buffer;
+  const std::int64_t ms = one.timeout_ms;
   chorus_comm_t h = c.handle();
   return c.launch(self, nonblocking, tensor, tensor, [&](chorus_request_t* request) {
     return request ? chorus_irecv(h, buffer.data, buffer.count, buffer.dtype, peer, tag, request)

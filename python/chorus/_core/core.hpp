@@ -23,5 +23,7 @@ void set_error_classes(const py::list& classes);
 // Comm (a communicator) and Request; `wrap_comm` owns a new handle.
 void bind_comm(py::module_& module);
 py::object wrap_comm(chorus_comm_t handle);
+// The strategies (strategy.cpp).
+void bind_strategies(py::module_& module);
 
 }  // namespace chorus_py

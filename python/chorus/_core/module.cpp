@@ -101,6 +101,7 @@ PYBIND11_MODULE(_core, module) {
       py::arg("buffer"), "The chorus dtype number of an array or tensor");
   module.attr("TAG_MAX") = CHORUS_TAG_MAX;
   bind_comm(module);
+  bind_strategies(module);
 }
 
 }  // namespace chorus_py
