@@ -13,6 +13,7 @@ packages=(
   libhwloc-dev libucx-dev                         # topology, UCX transport
   openmpi-bin libopenmpi-dev                      # benchmark comparison only
   python3-matplotlib                              # bench/plot.py (test bench-plot)
+  patchelf                                        # pip install . (meson-python relocates libchorus)
   iproute2 procps psmisc python3                  # test helpers (netns, pgrep, killall)
   clang-format
   clang-14 libclang-rt-14-dev                     # fuzz targets (libFuzzer; suite fuzz)
