@@ -64,6 +64,13 @@ Obj allreduce(Self self, Obj tensor, Obj out, int op, Obj timeout, Obj wire, boo
                   });
 }
 
+// `what`'s input must split into `size` equal blocks.
+void require_blocks(const Buffer& in, std::size_t size, const char* what) {
+  if (in.count % size != 0)
+    throw ArgumentError(std::string(what) + ": the input's " + std::to_string(in.count) +
+                        " elements do not split into " + std::to_string(size) + " equal blocks");
+}
+
 // The arguments of a call on one buffer (broadcast, send, recv).
 struct OneBuffer {
   Buffer buffer;
@@ -117,9 +124,7 @@ Obj reduce_scatter(Self self, Obj tensor, Obj out, int op, Obj timeout, bool non
   std::int64_t ms = 0;
   c.read_arguments([&] {
     in = buffer_of(tensor, "tensor", false);
-    if (in.count % size != 0)
-      throw ArgumentError("reduce_scatter: the input's " + std::to_string(in.count) +
-                          " elements do not split into " + std::to_string(size) + " equal blocks");
+    require_blocks(in, size, "reduce_scatter");
     if (out.is_none()) out = empty_like(tensor, drop_first(shape_of(tensor), size, in.count));
     result = buffer_of(out, "out", true);
     same_size(result, in, size, "reduce_scatter");
@@ -194,10 +199,7 @@ Obj scatter(Self self, Obj tensor, Obj out, int root, Obj timeout, bool nonblock
   c.read_arguments([&] {
     if (at_root) {
       in = buffer_of(tensor, "tensor", false);
-      if (in.count % size != 0)
-        throw ArgumentError("scatter: the root's " + std::to_string(in.count) +
-                            " elements do not split into " + std::to_string(size) +
-                            " equal blocks");
+      require_blocks(in, size, "scatter");
       if (out.is_none()) out = empty_like(tensor, drop_first(shape_of(tensor), size, in.count));
     } else if (out.is_none()) {
       throw ArgumentError(
@@ -224,9 +226,7 @@ Obj alltoall(Self self, Obj tensor, Obj out, Obj timeout, bool nonblocking) {
   std::int64_t ms = 0;
   c.read_arguments([&] {
     in = buffer_of(tensor, "tensor", false);
-    if (in.count % size != 0)
-      throw ArgumentError("alltoall: the input's " + std::to_string(in.count) +
-                          " elements do not split into " + std::to_string(size) + " equal blocks");
+    require_blocks(in, size, "alltoall");
     if (out.is_none()) out = empty_like(tensor, shape_of(tensor));
     result = buffer_of(out, "out", true);
     same_size(in, result, 1, "alltoall");
