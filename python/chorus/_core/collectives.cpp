@@ -241,12 +241,14 @@ Obj alltoall(Self self, Obj tensor, Obj out, Obj timeout, bool nonblocking) {
       });
 }
 
-std::vector<std::size_t> counts_of(const std::vector<std::size_t>& counts, std::size_t size,
-                                   const char* what) {
+// Checks that counts has an entry per rank; returns their sum.
+std::size_t total_of(const std::vector<std::size_t>& counts, std::size_t size, const char* what) {
   if (counts.size() != size)
     throw ArgumentError(std::string(what) + ": counts has " + std::to_string(counts.size()) +
                         " entries, the communicator " + std::to_string(size) + " ranks");
-  return counts;
+  std::size_t total = 0;
+  for (auto n : counts) total += n;
+  return total;
 }
 
 Obj allgatherv(Self self, Obj tensor, std::vector<std::size_t> counts, Obj out, Obj timeout,
@@ -257,14 +259,12 @@ Obj allgatherv(Self self, Obj tensor, std::vector<std::size_t> counts, Obj out, 
   Buffer in, result;
   std::int64_t ms = 0;
   c.read_arguments([&] {
-    counts = counts_of(counts, size, "allgatherv");
+    const std::size_t total = total_of(counts, size, "allgatherv");
     in = buffer_of(tensor, "tensor", false);
     if (in.count != counts[rank])
       throw ArgumentError("allgatherv: this rank's tensor holds " + std::to_string(in.count) +
                           " elements, counts[" + std::to_string(rank) + "] says " +
                           std::to_string(counts[rank]));
-    std::size_t total = 0;
-    for (auto n : counts) total += n;
     if (out.is_none()) out = empty_like(tensor, py::make_tuple(total));
     result = buffer_of(out, "out", true);
     Buffer whole{in.data, total, in.dtype};
@@ -288,10 +288,8 @@ Obj reduce_scatterv(Self self, Obj tensor, std::vector<std::size_t> counts, Obj 
   Buffer in, result;
   std::int64_t ms = 0;
   c.read_arguments([&] {
-    counts = counts_of(counts, size, "reduce_scatterv");
+    const std::size_t total = total_of(counts, size, "reduce_scatterv");
     in = buffer_of(tensor, "tensor", false);
-    std::size_t total = 0;
-    for (auto n : counts) total += n;
     if (in.count != total)
       throw ArgumentError("reduce_scatterv: the tensor holds " + std::to_string(in.count) +
                           " elements, the counts add up to " + std::to_string(total));
