@@ -1,6 +1,6 @@
 // chorusrun: starts the ranks of a Chorus job on this machine.
 //
-//   chorusrun -np N [--tag-output] [--timeout SEC] [-x VAR[=VALUE]]... [--tf-config]
+//   chorusrun -np N [--tag-output] [--timeout SEC] [-x VAR[=VALUE]]... [--tf-config | --ps K]
 //             program [args...]
 //
 // Hosts the job's TCP store on 127.0.0.1 (kernel-chosen port, random job
@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <set>
 
+#include "base/bootstrap/tf_cluster.hpp"
 #include "base/core/config.hpp"
 #include "base/core/error.hpp"
 #include "tools/launcher/job.hpp"
@@ -21,8 +22,8 @@ namespace {
 // Rewrite it, but only among chorusrun's own options, never in the program's
 // arguments.
 std::vector<std::string> normalise_args(int argc, char** argv) {
-  static const std::set<std::string> takes_value = {"-n",        "-np", "--np",
-                                                    "--timeout", "-x",  "--bind-to"};
+  static const std::set<std::string> takes_value = {"-n", "-np",       "--np", "--timeout",
+                                                    "-x", "--bind-to", "--ps"};
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -54,11 +55,18 @@ int main(int argc, char** argv) {
                  "has 2 ranks or more and at least as many CPUs as ranks; none: no binding")
       ->check(CLI::IsMember({"auto", "core", "none"}));
   app.add_flag("--tf-config", options.tf_config,
-               "Also set TF_CONFIG (cluster.worker = one entry per rank, task.index = rank)");
+               "Also set TF_CONFIG: one worker task per rank (task.index = rank), each with its "
+               "own free 127.0.0.1 port for TensorFlow's servers");
+  app.add_option("--ps", options.ps,
+                 "Parameter-server job: the last K ranks are TF_CONFIG ps tasks, rank 0 the "
+                 "chief, the others workers (implies --tf-config); a worker that fails does not "
+                 "stop the job")
+      ->check(CLI::NonNegativeNumber);
   app.prefix_command();  // everything from the program on belongs to the program
   app.footer(
-      "Exit status: 0 when every rank exits 0; else that of the first rank to fail (128+S for "
-      "signal S), 124 on --timeout, 127 when the program is not found.");
+      "Exit status: 0 when every rank exits 0 (with --ps: every rank but failed workers); else "
+      "that of the first rank to fail (128+S for signal S), 124 on --timeout, 127 when the "
+      "program is not found.");
 
   std::vector<std::string> args = normalise_args(argc, argv);
   std::vector<const char*> cargs;
@@ -73,6 +81,12 @@ int main(int argc, char** argv) {
     options.command.erase(options.command.begin());
   if (options.command.empty()) {
     fmt::print(stderr, "chorusrun: no program given\n{}", app.help());
+    return 2;
+  }
+  try {
+    chorus::bootstrap::tf_launch_shape(options.np, options.ps);
+  } catch (const chorus::Error& e) {
+    fmt::print(stderr, "chorusrun: {}\n", e.what());
     return 2;
   }
   try {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/bootstrap/net.hpp"
+#include "base/bootstrap/tf_cluster.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 
@@ -168,34 +169,29 @@ BootstrapInfo from_tf_config(const std::string& text, const Config& config) {
   } catch (const json::exception& e) {
     fail(fmt::format("TF_CONFIG is not valid JSON: {}", e.what()));
   }
-  std::vector<std::string> members;  // chief first, then workers: rank order
-  std::string type;
-  int index = 0;
+  std::vector<std::string> members;  // rank order (base/bootstrap/tf_cluster.hpp)
+  bootstrap::TfClusterShape shape;
+  bootstrap::TfTask task;
   try {
     const json& cluster = j.at("cluster");
-    for (const char* role : {"chief", "worker"})
-      if (cluster.contains(role))
-        for (const auto& a : cluster.at(role)) members.push_back(a.get<std::string>());
-    const json& task = j.at("task");
-    type = task.at("type").get<std::string>();
-    index = task.value("index", 0);
+    auto tasks = [&](const char* type) {
+      if (!cluster.contains(type)) return 0;
+      for (const auto& a : cluster.at(type)) members.push_back(a.get<std::string>());
+      return static_cast<int>(cluster.at(type).size());
+    };
+    shape.chiefs = tasks("chief");  // in rank order
+    shape.workers = tasks("worker");
+    shape.ps = tasks("ps");
+    task.type = j.at("task").at("type").get<std::string>();
+    task.index = j.at("task").value("index", 0);
   } catch (const json::exception& e) {
     fail(fmt::format("TF_CONFIG needs cluster.worker (or chief) address lists and task.type: {}",
                      e.what()));
   }
-  size_t chiefs = j["cluster"].contains("chief") ? j["cluster"]["chief"].size() : 0;
-  if (type == "chief")
-    info.rank = index;
-  else if (type == "worker")
-    info.rank = static_cast<int>(chiefs) + index;
-  else
-    fail(
-        fmt::format("TF_CONFIG task type '{}' takes no part in collectives (only chief and "
-                    "worker tasks do)",
-                    type));
-  if (index < 0 || info.rank >= static_cast<int>(members.size()))
-    fail(fmt::format("TF_CONFIG task {} index {} is outside the cluster's {} chief/worker tasks",
-                     type, index, members.size()));
+  if (shape.chiefs + shape.workers == 0) fail("TF_CONFIG's cluster has no chief or worker task");
+  info.rank = bootstrap::tf_rank_of(shape, task);
+  info.role = task.type;
+  info.role_index = task.index;
   info.world_size = static_cast<int>(members.size());
   // Ranks on the same host (by address) are local to each other.
   std::string my_host = bootstrap::parse_host_port(members[info.rank]).host;

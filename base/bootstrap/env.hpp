@@ -47,6 +47,10 @@ struct BootstrapInfo {
   std::string job_token;   // "" disables the check
   bool this_rank_hosts_store = false;
   std::string source;  // "chorusrun", "openmpi", "slurm", "torchrun", "tf_config"
+  // From TF_CONFIG: the task's type ("chief", "worker", "ps") and index;
+  // base/bootstrap/tf_cluster.hpp maps them to ranks.
+  std::string role;
+  int role_index = -1;
 };
 
 // Throws UsageError(CHORUS_ERR_BOOTSTRAP) naming the variables it looked for

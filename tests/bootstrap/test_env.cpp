@@ -3,6 +3,7 @@
 #include <map>
 
 #include "base/bootstrap/env.hpp"
+#include "base/bootstrap/tf_cluster.hpp"
 #include "base/core/error.hpp"
 
 using namespace chorus;
@@ -163,7 +164,7 @@ TEST_CASE("detect: TF_CONFIG", "[env]") {
       detect({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "worker", "index": 2}})"}});
   CHECK(info.source == "tf_config");
   CHECK(info.rank == 3);  // chief first
-  CHECK(info.world_size == 4);
+  CHECK(info.world_size == 5);
   CHECK(info.local_rank == 1);
   CHECK(info.local_size == 2);
   CHECK(info.store_addr == "hostA:2222");
@@ -174,8 +175,21 @@ TEST_CASE("detect: TF_CONFIG", "[env]") {
   CHECK(chief.rank == 0);
   CHECK(chief.this_rank_hosts_store);
   CHECK(chief.job_token == info.job_token);
-  CHECK_THAT(error_of({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "ps", "index": 0}})"}}),
-             Catch::Contains("ps"));
+  // Parameter servers are the last ranks.
+  auto ps = detect({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "ps", "index": 0}})"}});
+  CHECK(ps.rank == 4);
+  CHECK(ps.world_size == 5);
+  CHECK(ps.role == "ps");
+  CHECK(ps.role_index == 0);
+  CHECK(ps.local_rank == 0);
+  CHECK(ps.local_size == 1);
+  CHECK(info.role == "worker");
+  CHECK(info.role_index == 2);
+  CHECK_THAT(error_of({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "ps", "index": 1}})"}}),
+             Catch::Contains("ps index 1") && Catch::Contains("1 ps task"));
+  CHECK_THAT(
+      error_of({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "evaluator", "index": 0}})"}}),
+      Catch::Contains("'evaluator'"));
   CHECK_THAT(error_of({{"TF_CONFIG", "{not json"}}), Catch::Contains("TF_CONFIG"));
   CHECK_THAT(
       error_of({{"TF_CONFIG",
@@ -221,4 +235,36 @@ TEST_CASE("open_store: the hosting rank serves, the others connect", "[env]") {
 
   other.job_token = "wrong";
   CHECK_THROWS_AS(open_store(other, Deadline::after_ms(2000)), IoError);
+}
+
+TEST_CASE("TF cluster: ranks and tasks map both ways", "[env]") {
+  using chorus::bootstrap::tf_launch_shape;
+  using chorus::bootstrap::tf_rank_of;
+  using chorus::bootstrap::tf_task_of;
+  using chorus::bootstrap::TfClusterShape;
+  for (TfClusterShape shape : {TfClusterShape{0, 3, 0}, TfClusterShape{1, 2, 2},
+                               TfClusterShape{1, 0, 1}, TfClusterShape{0, 1, 3}}) {
+    std::vector<std::string> types;
+    for (int r = 0; r < shape.size(); ++r) {
+      auto task = tf_task_of(shape, r);
+      CHECK(tf_rank_of(shape, task) == r);
+      types.push_back(task.type);
+    }
+    // chief, then workers, then ps: each type's ranks are contiguous, in that order.
+    std::vector<std::string> expected;
+    expected.insert(expected.end(), static_cast<std::size_t>(shape.chiefs), "chief");
+    expected.insert(expected.end(), static_cast<std::size_t>(shape.workers), "worker");
+    expected.insert(expected.end(), static_cast<std::size_t>(shape.ps), "ps");
+    CHECK(types == expected);
+    CHECK_THROWS_AS(tf_task_of(shape, shape.size()), chorus::UsageError);
+    CHECK_THROWS_AS(tf_task_of(shape, -1), chorus::UsageError);
+  }
+  auto plain = tf_launch_shape(4, 0);
+  CHECK((plain.chiefs == 0 && plain.workers == 4 && plain.ps == 0));
+  auto ps = tf_launch_shape(5, 2);
+  CHECK((ps.chiefs == 1 && ps.workers == 2 && ps.ps == 2));
+  CHECK(tf_task_of(ps, 0).type == "chief");
+  CHECK(tf_task_of(ps, 3).type == "ps");
+  CHECK_THROWS_WITH(tf_launch_shape(2, 2), Catch::Contains("needs a chief"));
+  CHECK_THROWS_AS(tf_launch_shape(3, -1), chorus::UsageError);
 }

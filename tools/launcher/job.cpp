@@ -1,6 +1,7 @@
 #include "tools/launcher/job.hpp"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -20,12 +21,14 @@
 
 #include "base/bootstrap/net.hpp"
 #include "base/bootstrap/tcp_store.hpp"
+#include "base/bootstrap/tf_cluster.hpp"
 #include "base/core/config.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "collectives/shm/segment.hpp"
 #include "tools/launcher/guard.hpp"
 #include "tools/launcher/output.hpp"
+#include "tools/launcher/tf_config.hpp"
 
 extern char** environ;
 
@@ -113,11 +116,12 @@ struct RankProc {
 
 class Job {
  public:
-  explicit Job(const JobOptions& o) : o_(o), ranks_(o.np), output_(o.np) {}
+  explicit Job(const JobOptions& o)
+      : o_(o), shape_(bootstrap::tf_launch_shape(o.np, o.ps)), ranks_(o.np), output_(o.np) {}
   int run();
 
  private:
-  void spawn_all(const std::string& store_addr, const std::string& token, uint16_t port);
+  void spawn_all(const std::string& store_addr, const std::string& token);
   void reap();
   void begin_stop();
   void kill_now();
@@ -125,8 +129,15 @@ class Job {
   void kill_adopted();
   void read_output(int rank, int stream);
   bool binding_for(int rank, cpu_set_t* set) const;
+  // With --ps the workers other than the chief may fail: parameter-server
+  // training goes on without them, as TensorFlow's does.
+  bool may_fail(int rank) const {
+    return o_.ps > 0 && bootstrap::tf_task_of(shape_, rank).type == "worker";
+  }
 
   const JobOptions& o_;
+  const bootstrap::TfClusterShape shape_;
+  std::vector<int> failed_workers_;  // with --ps: ranks that failed while the job went on
   std::vector<RankProc> ranks_;
   OutputForwarder output_;
   UniqueFd sigfd_;
@@ -140,11 +151,11 @@ class Job {
   Deadline stage_deadline_ = Deadline::after_ms(0);  // end of the SIGTERM or SIGKILL stage
 };
 
-void Job::spawn_all(const std::string& store_addr, const std::string& token, uint16_t port) {
+void Job::spawn_all(const std::string& store_addr, const std::string& token) {
   Env base;
   for (char** e = environ; *e != nullptr; ++e) base.vars_.emplace_back(*e);
   for (const char* name : kManaged) base.unset(name);
-  if (o_.tf_config) base.unset("TF_CONFIG");
+  if (o_.tf_config || o_.ps > 0) base.unset("TF_CONFIG");
   auto env_lookup = process_env();
   for (const auto& x : o_.exports) {
     auto eq = x.find('=');
@@ -168,6 +179,8 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
   bool share_stdin = !isatty(0);
   std::string exec_error = fmt::format("chorusrun: cannot execute '{}': ", *program);
   pid_t parent = getpid();
+  const std::vector<std::string> tf_configs =
+      o_.tf_config || o_.ps > 0 ? launcher::tf_configs(o_.np, o_.ps) : std::vector<std::string>{};
 
   for (int r = 0; r < o_.np; ++r) {
     Env env = base;
@@ -177,13 +190,7 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token, uin
     env.set("CHORUS_LOCAL_SIZE", std::to_string(o_.np));
     env.set("CHORUS_STORE_ADDR", store_addr);
     env.set("CHORUS_JOB_TOKEN", token);
-    if (o_.tf_config) {
-      nlohmann::json workers = nlohmann::json::array();
-      for (int w = 0; w < o_.np; ++w) workers.push_back(fmt::format("127.0.0.1:{}", port));
-      nlohmann::json tf = {{"cluster", {{"worker", workers}}},
-                           {"task", {{"type", "worker"}, {"index", r}}}};
-      env.set("TF_CONFIG", tf.dump());
-    }
+    if (!tf_configs.empty()) env.set("TF_CONFIG", tf_configs[static_cast<std::size_t>(r)]);
     std::vector<char*> envp;
     for (auto& v : env.vars_) envp.push_back(v.data());
     envp.push_back(nullptr);
@@ -267,6 +274,12 @@ void Job::reap() {
       logger("launcher").debug("rank {} (pid {}) {}", r, pid, how);
       continue;
     }
+    if (may_fail(r)) {
+      failed_workers_.push_back(r);
+      say(fmt::format("rank {} (worker {}, pid {}) {}; the job goes on without it (--ps)", r,
+                      bootstrap::tf_task_of(shape_, r).index, pid, how));
+      continue;
+    }
     first_failure_code_ = code;
     say(fmt::format("rank {} (pid {}) {}; stopping the job", r, pid, how));
     begin_stop();
@@ -343,7 +356,7 @@ int Job::run() {
   std::string token = random_token();
   TcpStoreServer server(token, "127.0.0.1", 0);
   try {
-    spawn_all(server.address(), token, server.port());
+    spawn_all(server.address(), token);
   } catch (const Error& e) {
     say(e.what());
     first_failure_code_ = dynamic_cast<const UsageError*>(&e) ? 127 : 1;
@@ -418,6 +431,11 @@ int Job::run() {
   // killed inside that window would leave its segment behind.
   for (const std::string& name : shm::remove_segments(shm::segment_name_prefix(token)))
     say(fmt::format("removed shared-memory segment /dev/shm/{} left by the job", name));
+  if (!failed_workers_.empty())
+    say(
+        fmt::format("{} worker(s) failed during the job (rank {}); the chief and the parameter "
+                    "servers decide its outcome",
+                    failed_workers_.size(), fmt::join(failed_workers_, ", ")));
   if (first_failure_code_) return *first_failure_code_;
   if (timed_out_) return 124;
   if (stop_signal_ != 0) return 128 + stop_signal_;

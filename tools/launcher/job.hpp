@@ -14,6 +14,10 @@ struct JobOptions {
   double timeout_s = 0;  // 0: no timeout
   double grace_s = 2.0;  // SIGTERM to SIGKILL
   bool tf_config = false;
+  // Parameter servers: the last ps ranks are TF_CONFIG's ps tasks, rank 0 its
+  // chief, the rest its workers (base/bootstrap/tf_cluster.hpp); TF_CONFIG is
+  // set as with tf_config, and a worker that fails does not stop the job.
+  int ps = 0;
   // "core": rank r runs on the r-th CPU chorusrun may use (mod their number);
   // "none": no binding; "auto" (default): core when the job has two ranks or
   // more and every rank gets a CPU of its own, as Open MPI binds small jobs.
@@ -27,7 +31,8 @@ struct JobOptions {
 };
 
 // Runs the job and returns chorusrun's exit status: 0 when every rank exited
-// 0; else the status of the first rank that failed (128+S for signal S), 124
+// 0 (with ps, every rank but the workers that may fail); else the status of
+// the first rank that failed (128+S for signal S), 124
 // after --timeout, 128+S when chorusrun itself got signal S, 127 when the
 // program cannot be found.
 int run_job(const JobOptions& options);
