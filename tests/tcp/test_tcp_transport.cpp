@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include <cstring>
 #include <future>
@@ -45,8 +46,9 @@ TcpOptions options_for(int rank, int size, const std::string& prefix) {
 }
 
 // Builds `size` connected transports on threads (set-up is collective).
-std::vector<std::unique_ptr<TcpTransport>> make_world(TcpStoreServer& server, int size,
-                                                      const std::string& prefix) {
+std::vector<std::unique_ptr<TcpTransport>> make_world(
+    TcpStoreServer& server, int size, const std::string& prefix,
+    const std::function<void(TcpOptions&)>& adjust = {}) {
   std::vector<std::unique_ptr<TcpTransport>> world(size);
   std::vector<std::unique_ptr<TcpStoreClient>> stores(size);
   std::vector<std::thread> threads;
@@ -54,7 +56,9 @@ std::vector<std::unique_ptr<TcpTransport>> make_world(TcpStoreServer& server, in
     threads.emplace_back([&, r] {
       stores[r] = std::make_unique<TcpStoreClient>(server.address(), kToken,
                                                    Deadline::after(std::chrono::seconds(20)));
-      world[r] = std::make_unique<TcpTransport>(*stores[r], options_for(r, size, prefix));
+      TcpOptions options = options_for(r, size, prefix);
+      if (adjust) adjust(options);
+      world[r] = std::make_unique<TcpTransport>(*stores[r], options);
     });
   for (auto& t : threads) t.join();
   return world;
@@ -196,6 +200,32 @@ TEST_CASE("tcp: abort fails the peers' pending receives with the reason") {
   // Later requests fail at once.
   auto later = world[1]->isend(2, 1, sig_of(2, 10), got);
   CHECK(error_code(*world[1], later) == CHORUS_ERR_ABORTED);
+  close_world(world);
+}
+
+TEST_CASE("tcp: with isolated peer failures, a failing peer fails only what involves it") {
+  TcpStoreServer server(kToken);
+  auto world =
+      make_world(server, 3, "isolate/", [](TcpOptions& o) { o.isolate_peer_failures = true; });
+  std::vector<std::byte> got(10), from0(10);
+  auto recv = world[2]->irecv(1, 1, sig_of(1, 10), got);
+  auto other = world[2]->irecv(0, 1, sig_of(1, 10), from0);
+  world[1]->abort("worker died");
+  std::string message;
+  CHECK(error_code(*world[2], recv, &message) == CHORUS_ERR_ABORTED);
+  CHECK_THAT(message, Catch::Contains("rank 1 aborted: worker died"));
+  // Later requests with rank 1 fail at once; ranks 0 and 2 go on.
+  auto later = world[2]->isend(1, 1, sig_of(2, 10), got);
+  CHECK(later->done());
+  CHECK(error_code(*world[2], later) == CHORUS_ERR_ABORTED);
+  auto data = pattern(10, 3);
+  auto send0 = world[0]->isend(2, 1, sig_of(1, 10), data);
+  wait(*world[2], other);
+  wait(*world[0], send0);
+  CHECK(from0 == data);
+  CHECK_NOTHROW(world[0]->check_failed());
+  CHECK_NOTHROW(world[2]->check_failed());
+  CHECK_THROWS_AS(world[1]->check_failed(), IoError);
   close_world(world);
 }
 
@@ -479,6 +509,30 @@ TEST_CASE("tcp: strangers with a wrong token or garbage are refused; the job goe
   std::thread closer([&] { rank0->close(); });
   rank1.close();
   closer.join();
+}
+
+TEST_CASE("tcp: with isolated peer failures, a lost connection fails only that peer") {
+  TcpStoreServer server(kToken);
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  std::unique_ptr<TcpTransport> rank0;
+  TcpOptions options = options_for(0, 2, "lost/");
+  options.isolate_peer_failures = true;
+  std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options); });
+  Fd fd = fake_rank1(server, "lost/", kToken);
+  HelloAck ack{};
+  read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+  t.join();
+  std::vector<std::byte> got(16);
+  auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
+  fd.reset();  // dies without a goodbye
+  std::string message;
+  CHECK(error_code(*rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  CHECK_NOTHROW(rank0->check_failed());
+  auto later = rank0->isend(1, 1, sig_of(2, 4), got);
+  CHECK(error_code(*rank0, later, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  rank0.reset();
 }
 
 TEST_CASE("tcp: a malformed frame or a lost connection is a peer failure naming the peer") {

@@ -177,6 +177,11 @@ void TcpTransport::finish_payload(int peer) {
       auto code = static_cast<chorus_result_t>(rx.header.tag);
       if (code <= CHORUS_SUCCESS || code >= CHORUS_RESULT_COUNT_) code = CHORUS_ERR_ABORTED;
       log().debug("rank {}: rank {} reports: {}", options_.rank, peer, reason);
+      if (options_.isolate_peer_failures) {  // its failure, not this transport's
+        fail_peer_locked(peer,
+                         io_error(code, fmt::format("{} (reported by rank {})", reason, peer)));
+        break;
+      }
       // Pass it on unchanged, so every rank learns the first failure even if
       // the reporting rank exits before the others hear from it.
       fail_and_notify_locked(code, reason, fmt::format("{} (reported by rank {})", reason, peer),

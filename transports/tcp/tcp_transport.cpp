@@ -50,6 +50,10 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
     request->completion().fail(failure_);
     return request;
   }
+  if (peers_[peer].failure) {
+    request->completion().fail(peers_[peer].failure);
+    return request;
+  }
   if (peers_[peer].gone || peers_[peer].said_goodbye) {
     request->completion().fail(io_error(
         CHORUS_ERR_PEER_FAILURE,
@@ -113,6 +117,10 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     return request;
   }
   Peer& p = peers_[peer];
+  if (p.failure) {
+    request->completion().fail(p.failure);
+    return request;
+  }
   // Each round takes one frame off the peer's stream, so this ends.
   for (;;) {
     auto unexpected = p.unexpected.find(tag);
@@ -322,11 +330,37 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
   std::string message = fmt::format(
       "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
       options_.rank, why);
+  if (options_.isolate_peer_failures) {
+    log().warn("{}; the transport goes on without it", message);
+    fail_peer_locked(peer, io_error(CHORUS_ERR_PEER_FAILURE, message));
+    return;
+  }
   log().error("{}", message);
   // A rank that dies cannot say which calls it finished: nothing is spared.
   // (Sparing the calls started here lets a peer's death be met at different
   // points of one call by different ranks, a deadline-long wait on UCX.)
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
+}
+
+void TcpTransport::fail_peer_locked(int peer, std::exception_ptr error) {
+  Peer& p = peers_[peer];
+  if (p.failure) return;
+  p.failure = error;
+  for (auto& [tag, queue] : p.posted)
+    for (auto& recv : queue) recv.request->completion().fail(error);
+  p.posted.clear();
+  p.unexpected.clear();
+  if (p.rx.request) {
+    p.rx.request->completion().fail(error);
+    p.rx.request.reset();
+  }
+  p.rx.dst = nullptr;  // a frame still arriving drains into nothing, even a parked one
+  p.rx.keep = false;
+  if (p.rx.awaiting_recv) {
+    p.rx.awaiting_recv = false;
+    update_interest(peer);
+  }
+  drop_sends_locked(p, error, [](const RequestPtr&) { return false; });
 }
 
 // Fails every request, now and later, but those of the calls `spared` covers
@@ -365,28 +399,32 @@ void TcpTransport::fail_all_locked(std::exception_ptr error, const Spared& spare
         update_interest(static_cast<int>(&p - peers_.data()));
       }
     }
-    // Spared sends go on. The frame at the front may be half written: keep it
-    // (with its own copy of the data) so the stream stays well-formed; drop
-    // the other sends.
-    std::deque<SendOp> keep;
-    for (std::size_t i = 0; i < p.sendq.size(); ++i) {
-      SendOp& op = p.sendq[i];
-      if (op.request && spares(op.request)) {
-        keep.push_back(std::move(op));
-        continue;
-      }
-      if (op.request) op.request->completion().fail(failure_);
-      if (i == 0 && op.sent > 0 && !op.data.empty() && op.owned.empty()) {
-        op.owned.assign(op.data.begin(), op.data.end());
-        op.data = {};
-      }
-      if (i == 0 && op.sent > 0) {
-        op.request.reset();
-        keep.push_back(std::move(op));
-      }
-    }
-    p.sendq = std::move(keep);
+    drop_sends_locked(p, failure_, spares);  // spared sends go on
   }
+}
+
+// The frame at the front may be half written: it stays (with its own copy of
+// the data) so the stream stays well-formed; the other dropped sends go.
+void TcpTransport::drop_sends_locked(Peer& p, const std::exception_ptr& error,
+                                     const std::function<bool(const RequestPtr&)>& spares) {
+  std::deque<SendOp> keep;
+  for (std::size_t i = 0; i < p.sendq.size(); ++i) {
+    SendOp& op = p.sendq[i];
+    if (op.request && spares(op.request)) {
+      keep.push_back(std::move(op));
+      continue;
+    }
+    if (op.request) op.request->completion().fail(error);
+    if (i == 0 && op.sent > 0 && !op.data.empty() && op.owned.empty()) {
+      op.owned.assign(op.data.begin(), op.data.end());
+      op.data = {};
+    }
+    if (i == 0 && op.sent > 0) {
+      op.request.reset();
+      keep.push_back(std::move(op));
+    }
+  }
+  p.sendq = std::move(keep);
 }
 
 bool TcpTransport::has_unmatched_arrival(int peer, uint32_t tag) {

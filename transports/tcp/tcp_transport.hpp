@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,12 @@ struct TcpOptions {
   std::size_t hold_back_min = 64 * 1024;  // unexpected frames from this size wait in the socket
   double connect_timeout_s = 60;
   double close_timeout_s = 30;
+  // A peer that dies or reports a failure of its own fails only the requests
+  // to and from it, then and later; the transport and the other peers go on.
+  // For strategies whose ranks may fail alone (a parameter server outlives
+  // its workers). Communicators leave it off: every rank of a communicator
+  // must get the same verdict.
+  bool isolate_peer_failures = false;
 };
 
 class TcpTransport final : public Transport {
@@ -127,6 +134,7 @@ class TcpTransport final : public Transport {
     RxState rx;
     std::map<uint32_t, std::deque<PostedRecv>> posted;
     std::map<uint32_t, std::deque<Unexpected>> unexpected;
+    std::exception_ptr failure;            // isolate_peer_failures: why it failed
     std::optional<FrameHeader> announced;  // the call it last said it waits in
     Clock::time_point status_sent;         // when this rank last told it where it is
   };
@@ -164,6 +172,11 @@ class TcpTransport final : public Transport {
     return failure_ && !spared_.covers(tag, sig);
   }
   void fail_all_locked(std::exception_ptr error, const Spared& spared);
+  // isolate_peer_failures: fails what involves `peer` (now and later) only.
+  void fail_peer_locked(int peer, std::exception_ptr error);
+  // Fails the sends queued to p that `spares` does not keep.
+  void drop_sends_locked(Peer& p, const std::exception_ptr& error,
+                         const std::function<bool(const RequestPtr&)>& spares);
   void fail_and_notify_locked(chorus_result_t code, const std::string& message,
                               const std::string& local_message, const Spared& spared);
   void enqueue_locked(int peer, SendOp op);
