@@ -46,7 +46,9 @@ if "TEMP_DIR" not in os.environ:
     _import_dir = tempfile.mkdtemp(prefix="chorus-dist-suite-")
     os.makedirs(os.path.join(_import_dir, "barrier"), exist_ok=True)
     os.environ["TEMP_DIR"] = _import_dir
-    atexit.register(shutil.rmtree, _import_dir, ignore_errors=True)
+    _creator = os.getpid()  # forked ranks inherit the hook: only the creator removes the folder
+    atexit.register(
+        lambda: os.getpid() == _creator and shutil.rmtree(_import_dir, ignore_errors=True))
     os.environ.setdefault("INIT_METHOD", "file://" + os.path.join(_import_dir, "init"))
 
 import torch  # noqa: E402
