@@ -527,6 +527,99 @@ CHORUS_API chorus_result_t chorus_mirrored_check_replicas(chorus_mirrored_t m, i
  * frees m. m may be NULL. After chorus_comm_destroy(comm) it only frees. */
 CHORUS_API chorus_result_t chorus_mirrored_destroy(chorus_mirrored_t m);
 
+/* The parameter-server strategy: asynchronous data parallelism, as
+ * TensorFlow's ParameterServerStrategy. The last `servers` ranks of comm are
+ * parameter servers (chorusrun --ps K makes them TF_CONFIG's ps tasks); rank
+ * 0 is the chief, the others workers. Variables are placed whole on the
+ * servers by size; each server keeps its variables' values and optimizer
+ * state and applies the updates the workers push:
+ *
+ *   chorus_ps_create(comm, &options, &ps);                      collective
+ *   chorus_ps_add_variable(ps, "fc1.weight", w, dw, n, CHORUS_FLOAT32);  every rank, same order
+ *                                         (servers pass NULL data and gradient)
+ *   chorus_ps_start(ps, 0);                                     collective
+ *   server:  chorus_ps_serve(ps, &optimizer);   until every worker finished or failed
+ *   worker:  for each step: chorus_ps_pull(ps, 0); compute dw; chorus_ps_push(ps, 0);
+ *            chorus_ps_finish(ps, 0);
+ *   chorus_ps_destroy(ps);
+ *
+ * Modes: ASYNC applies every push at once and pulls return the values as
+ * they are; SYNC starts step s once the updates of steps before it are
+ * applied and applies the mean of the gradients every live worker pushed
+ * for step s (as one process on the concatenated batch); BOUNDED is ASYNC
+ * where a worker starts step s only once every live worker has pushed
+ * s - max_staleness steps.
+ *
+ * The strategy has connections of its own (TCP), on which a worker's death
+ * fails nothing but that worker's requests: the servers count it out (a SYNC
+ * step completes without it), every later reply reports it, the chief logs
+ * it and chorus_ps_failed_workers lists it, and training goes on. A server
+ * that dies fails the workers' next calls with CHORUS_ERR_PEER_FAILURE
+ * naming it ("parameter server 0 (rank 3) failed: ..."). comm itself is
+ * used only by chorus_ps_create and chorus_ps_start. Errors are comm's
+ * (chorus_comm_last_error(comm)); only the collective calls fail comm on
+ * every rank when they refuse an argument. Variables and gradients must
+ * stay valid until chorus_ps_destroy. float32 and float64 only; 64 ranks at
+ * most. */
+typedef struct chorus_ps* chorus_ps_t;
+
+typedef enum {
+  CHORUS_PS_ASYNC = 0,
+  CHORUS_PS_SYNC = 1,
+  CHORUS_PS_BOUNDED = 2,
+  CHORUS_PS_MODE_COUNT_ = 3,
+  CHORUS_PS_MODE_MAX_ENUM_ = 0x7fffffff
+} chorus_ps_mode_t;
+
+typedef enum {
+  CHORUS_PS_CHIEF = 0,
+  CHORUS_PS_WORKER = 1,
+  CHORUS_PS_SERVER = 2,
+  CHORUS_PS_ROLE_MAX_ENUM_ = 0x7fffffff
+} chorus_ps_role_t;
+
+/* Start with CHORUS_PS_OPTIONS_INITIALIZER. */
+typedef struct {
+  size_t size;           /* sizeof(chorus_ps_options_t) */
+  int servers;           /* the last this many ranks serve; 1 or more, fewer than the ranks */
+  chorus_ps_mode_t mode; /* ASYNC, SYNC or BOUNDED */
+  int max_staleness;     /* BOUNDED: steps a worker may run ahead of the slowest (0 or more) */
+} chorus_ps_options_t;
+#define CHORUS_PS_OPTIONS_INITIALIZER \
+  { sizeof(chorus_ps_options_t), 1, CHORUS_PS_ASYNC, 0 }
+
+/* Collective over comm; connects every rank of comm to every other. options
+ * NULL: the defaults. comm must outlive ps. */
+CHORUS_API chorus_result_t chorus_ps_create(chorus_comm_t comm, const chorus_ps_options_t* options,
+                                            chorus_ps_t* out);
+/* This rank's role and its index among the ranks of that role. */
+CHORUS_API chorus_result_t chorus_ps_role(chorus_ps_t ps, chorus_ps_role_t* role, int* index);
+CHORUS_API chorus_result_t chorus_ps_add_variable(chorus_ps_t ps, const char* name, void* data,
+                                                  void* gradient, size_t count,
+                                                  chorus_dtype_t dtype);
+/* Collective over comm: every server gets the chief's values. */
+CHORUS_API chorus_result_t chorus_ps_start(chorus_ps_t ps, int64_t timeout_ms);
+/* Workers: every variable's value from the servers into data (SYNC, BOUNDED:
+ * once this step may start); every gradient to them (the step counts up);
+ * the last call, which tells the servers this worker is done. */
+CHORUS_API chorus_result_t chorus_ps_pull(chorus_ps_t ps, int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_ps_push(chorus_ps_t ps, int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_ps_finish(chorus_ps_t ps, int64_t timeout_ms);
+/* Servers: answers the workers until each has finished or failed. */
+CHORUS_API chorus_result_t chorus_ps_serve(chorus_ps_t ps,
+                                           const chorus_optimizer_options_t* optimizer);
+/* The ranks of the workers the servers reported failed (as of this rank's
+ * last reply): up to capacity of them into ranks; *count gets how many. */
+CHORUS_API chorus_result_t chorus_ps_failed_workers(chorus_ps_t ps, int* ranks, int capacity,
+                                                    int* count);
+/* The chief: every variable's current value on the servers to a checkpoint
+ * file, or from one to the servers and the chief's own data (its variables
+ * must match the file's in names, order, dtypes and counts). */
+CHORUS_API chorus_result_t chorus_ps_save(chorus_ps_t ps, const char* path, int64_t timeout_ms);
+CHORUS_API chorus_result_t chorus_ps_restore(chorus_ps_t ps, const char* path, int64_t timeout_ms);
+/* Closes the strategy's connections and frees ps. ps may be NULL. */
+CHORUS_API chorus_result_t chorus_ps_destroy(chorus_ps_t ps);
+
 /* Waits for completion; returns the operation's result. timeout_ms 0: as long as
  * the operation's own deadline (CHORUS_TIMEOUT from its start) and 10 s more, so
  * that an operation that times out returns its own CHORUS_ERR_TIMEOUT (and is

@@ -11,6 +11,7 @@
 
 #include "lib/api/entry.hpp"
 #include "lib/api/handles.hpp"
+#include "lib/api/optimizer_options.hpp"
 #include "lib/strategy/mirrored.hpp"
 
 using chorus::UsageError;
@@ -18,7 +19,6 @@ using chorus::api::check_out;
 using chorus::api::deadline_from;
 using chorus::api::guarded;
 using chorus::api::on_comm;
-using chorus::strategy::OptimizerKind;
 
 struct chorus_mirrored {
   chorus_comm_t comm;
@@ -26,11 +26,6 @@ struct chorus_mirrored {
 };
 
 namespace {
-
-static_assert(static_cast<int>(OptimizerKind::sgd) == CHORUS_OPTIMIZER_SGD);
-static_assert(static_cast<int>(OptimizerKind::momentum) == CHORUS_OPTIMIZER_MOMENTUM);
-static_assert(static_cast<int>(OptimizerKind::adam) == CHORUS_OPTIMIZER_ADAM);
-static_assert(chorus::strategy::kOptimizerKinds == CHORUS_OPTIMIZER_KIND_COUNT_);
 
 chorus_comm_t comm_of(chorus_mirrored_t m) {
   return m ? m->comm : nullptr;
@@ -64,28 +59,6 @@ chorus::strategy::MirroredOptions mirrored_options(const chorus_mirrored_options
   o.root = options->root;
   o.use_fusion = options->use_fusion != 0;
   if (options->check_replicas >= 0) o.check_every = options->check_replicas;
-  return o;
-}
-
-chorus::strategy::OptimizerOptions optimizer_options(const chorus_optimizer_options_t* options) {
-  check_out(options, "chorus_mirrored_apply: optimizer");
-  if (options->size < sizeof(chorus_optimizer_options_t))
-    throw UsageError(
-        fmt::format("chorus_mirrored_apply: optimizer->size {} (expected {}); start it with "
-                    "CHORUS_OPTIMIZER_OPTIONS_INITIALIZER",
-                    options->size, sizeof(chorus_optimizer_options_t)));
-  const int kind = static_cast<int>(options->kind);
-  if (kind < 0 || kind >= CHORUS_OPTIMIZER_KIND_COUNT_)
-    throw UsageError(fmt::format("chorus_mirrored_apply: unknown optimizer kind {}", kind));
-  chorus::strategy::OptimizerOptions o;
-  o.kind = static_cast<OptimizerKind>(kind);
-  o.learning_rate = options->learning_rate;
-  o.momentum = options->momentum;
-  o.nesterov = options->nesterov != 0;
-  o.beta1 = options->beta1;
-  o.beta2 = options->beta2;
-  o.epsilon = options->epsilon;
-  o.weight_decay = options->weight_decay;
   return o;
 }
 
@@ -137,7 +110,7 @@ chorus_result_t chorus_mirrored_reduce_gradients(chorus_mirrored_t m, int64_t ti
 chorus_result_t chorus_mirrored_apply(chorus_mirrored_t m,
                                       const chorus_optimizer_options_t* optimizer) {
   return on_strategy(m, [&](chorus::strategy::Mirrored& s, chorus::Communicator&) {
-    s.apply(optimizer_options(optimizer));
+    s.apply(chorus::api::optimizer_options(optimizer, "chorus_mirrored_apply"));
   });
 }
 

@@ -122,6 +122,7 @@ chorus_comm_t build_communicator(const std::shared_ptr<Store>& store, const Boot
   setup.link->store = store;
   setup.link->store_prefix = comm_prefix;
   setup.link->job_token = info.job_token;
+  setup.link->tcp_bind_host = options.bind_host;
   setup.config = config;
   setup.hosts = hosts;
   setup.members.resize(static_cast<std::size_t>(info.world_size));

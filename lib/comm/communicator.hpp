@@ -106,6 +106,10 @@ class Communicator {
   // The team of the host leaders (lowest rank of each host), on leaders only.
   const Team* leaders() const { return leaders_ ? &*leaders_ : nullptr; }
   Transport& transport() { return *link_->transport; }
+  // The connections, store and job identity this communicator shares with
+  // its split relatives: a strategy that needs connections of its own
+  // (lib/strategy/ps) meets its peers in the same store.
+  const Link& link() const { return *link_; }
   const shm::Domain* shm_domain() const { return world_.shm; }
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }

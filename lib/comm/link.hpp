@@ -40,6 +40,7 @@ struct Link {
   std::shared_ptr<Store> store;  // shared-memory segments of split communicators meet here
   std::string store_prefix;      // this job's namespace in the store ("comm1/")
   std::string job_token;         // names shared-memory segments
+  std::string tcp_bind_host;     // the address this rank's TCP connections listen on
 
   std::mutex mu;              // guards next_comm_id
   uint32_t next_comm_id = 1;  // the lowest id no communicator on this rank has used
