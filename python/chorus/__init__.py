@@ -13,6 +13,14 @@ gradient)``, ``broadcast_variables()``, then per step ``gradient_ready(name)``
 as gradients finish, ``reduce_gradients()`` (each becomes the mean over the
 ranks), ``apply("sgd"|"momentum"|"adam", lr=...)``, ``end_step()``.
 
+The parameter-server strategy (as TensorFlow's ParameterServerStrategy; start
+the job with ``chorusrun --ps K``): ``ps = chorus.ParameterServer(comm,
+servers=K, mode="async"|"sync"|"bounded", max_staleness=s)``; ``ps.role`` is
+"chief", "worker" or "ps"; every rank ``add_variable(name, variable,
+gradient)`` then ``start()``; servers ``serve("adam", lr=...)``; workers per
+step ``pull()``, compute the gradients, ``push()``, and ``finish()`` at the
+end; the chief ``save(path)`` / ``restore(path)``; ``failed_workers()``.
+
 Buffers are NumPy arrays and torch CPU tensors, used where they lie (no copies):
 they must be contiguous, and outputs writable. Every collective has a
 non-blocking form (``i`` + its name, or ``nonblocking=True``) that returns a
@@ -29,7 +37,7 @@ import functools as _functools
 from . import _core
 from . import errors
 from .errors import *  # noqa: F401,F403  (the exception classes)
-from ._core import Comm, Mirrored, Request, result_string, version
+from ._core import Comm, Mirrored, ParameterServer, Request, result_string, version
 
 _core._set_error_classes(errors.BY_CODE)
 
@@ -81,5 +89,5 @@ for _name in ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce",
     setattr(Comm, "i" + _name, _functools.partialmethod(getattr(Comm, _name), nonblocking=True))
 del _name
 
-__all__ = ["Comm", "Mirrored", "Request", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG", "DTYPES", "TAG_MAX", "init",
+__all__ = ["Comm", "Mirrored", "ParameterServer", "Request", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG", "DTYPES", "TAG_MAX", "init",
            "result_string", "version", "errors"] + errors.__all__

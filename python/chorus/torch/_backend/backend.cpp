@@ -141,6 +141,7 @@ void ChorusBackend::stop_waiter() {
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::enqueue(c10::intrusive_ptr<ChorusWork> work) {
+  ++sequence_;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -366,14 +367,30 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_into_tensor_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  return allgather_coalesced(outputs, inputs, opts);
+    const c10d::AllgatherOptions&) {
+  return allgather_per_input(outputs, inputs);
 }
 
-// Each input gathers into a flat staging tensor, copied out to its list afterwards.
+// torch passes output_lists[rank][input] here (all_gather_coalesced), where
+// allgather has outputs[input][rank]: the same tensors, the other way round.
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
+  if (output_lists.size() != static_cast<size_t>(size_))
+    refuse("all_gather_coalesced: one output list per rank is needed");
+  std::vector<std::vector<at::Tensor>> per_input(inputs.size());
+  for (const auto& list : output_lists) {
+    if (list.size() != inputs.size())
+      refuse("all_gather_coalesced: each rank's output list must hold one tensor per input");
+    for (size_t i = 0; i < inputs.size(); ++i) per_input[i].push_back(list[i]);
+  }
+  return allgather_per_input(per_input, inputs);
+}
+
+// Each input gathers into a flat staging tensor, copied out to its list
+// (output_lists[input][rank]) afterwards.
+c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_per_input(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs) {
   if (output_lists.size() != inputs.size())
     refuse("allgather: one output list per input is needed");
   std::vector<at::Tensor> all_outputs;

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -66,6 +67,11 @@ class ChorusBackend : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   void abort() override;
   void shutdown() override;
+  // The group's count of operations issued, which torch's debug wrapper
+  // (TORCH_DISTRIBUTED_DEBUG=DETAIL) compares across ranks: it starts at 0
+  // and every collective, send and receive counts one (enqueue).
+  void setSequenceNumberForGroup() override { sequence_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return sequence_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -125,11 +131,15 @@ class ChorusBackend : public c10d::Backend {
   void check_tensor(const at::Tensor& tensor, const char* call);
   // Hands a work with its requests to the waiter thread.
   c10::intrusive_ptr<c10d::Work> enqueue(c10::intrusive_ptr<ChorusWork> work);
+  // allgather's layout: output_lists[input][rank].
+  c10::intrusive_ptr<c10d::Work> allgather_per_input(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs);
   void wait_loop();
   void stop_waiter();
 
   chorus_comm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
+  std::atomic<uint64_t> sequence_{0};
 
   std::mutex mu_;
   std::condition_variable queued_;
