@@ -87,14 +87,17 @@ class TestDistBackendWithSpawnCHORUS(TestDistBackend, DistributedTest._DistTestB
 # passes on CPU, in two runs (distributed_suite_results.md has the whole list,
 # the measured durations and why the rest skip or fail).
 CI_RUNS = {
-    # 58 tests: collectives on the default group and on a full new_group,
+    # 62 tests: collectives on the default group and on a full new_group,
     # complex dtypes, async work, send/recv with tags and under both profilers,
     # object-free gather/scatter argument checks, barrier, destroy, DDP on CPU.
     "3": [
         "test_Backend_enum_class", "test_DistributedDataParallelCPU",
         "test_DistributedDataParallelCPU_grad_is_view",
         "test_DistributedDataParallel_requires_grad",
-        "test_all_gather", "test_all_gather_complex", "test_all_gather_full_group",
+        "test_all_gather", "test_all_gather_coalesced_complex",
+        "test_all_gather_coalesced_full_group", "test_all_gather_coalesced_simple",
+        "test_all_gather_coalesced_with_empty", "test_all_gather_complex",
+        "test_all_gather_full_group",
         "test_all_reduce_coalesced_max_complex_unsupported",
         "test_all_reduce_complex_unsupported_ops",
         "test_all_reduce_full_group_max", "test_all_reduce_full_group_min",
@@ -120,7 +123,7 @@ CI_RUNS = {
     # (skip_if_small_worldsize): the subgroup's ranks 1 and 2 are not the
     # world's first ranks, and the other six are outside it.
     "8": [
-        "test_all_gather_group", "test_all_reduce_group_sum", "test_barrier_group",
+        "test_all_gather_coalesced_group", "test_all_gather_group", "test_all_reduce_group_sum", "test_barrier_group",
         "test_broadcast_group", "test_gather_group", "test_reduce_group_max",
         "test_scatter_group",
     ],
