@@ -13,7 +13,6 @@ permutation per epoch, seeded by --seed and the epoch, dealt round-robin).
 The learning rate is not scaled with the ranks. See README.md beside this file.
 """
 import argparse
-import gzip
 import json
 import math
 import os
@@ -25,39 +24,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DATA_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
-MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
+import fashion_mnist
+from fashion_mnist import DATA_DIR, MEAN, STD
 MODES = ["single", "ddp", "mirrored", "ps"]
 NOT_YET = {"ps": "the parameter-server strategy is not yet available in Chorus's Python package"}
 
 
 # ---------------------------------------------------------------- data
 
-def read_idx(path):
-    """An IDX file (gzip): the magic's last byte is the number of dimensions,
-    then one big-endian uint32 per dimension, then uint8 data."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    if raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an IDX file of uint8")
-    ndim = raw[3]
-    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, offset=4))
-    data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
-    if data.size != math.prod(shape):
-        raise ValueError(f"{path}: {data.size} bytes of data for shape {shape}")
-    return data.reshape(shape)
-
-
 def load_fashion_mnist(data_dir=DATA_DIR):
     """(train_images, train_labels, test_images, test_labels) as uint8 and int64 tensors."""
-    def part(name):
-        path = os.path.join(data_dir, name)
-        if not os.path.exists(path):
-            sys.exit(f"{path} is missing: apt-get install dataset-fashion-mnist "
-                     f"(scripts/install-deps.sh), or give --data-dir")
-        return torch.from_numpy(read_idx(path).copy())
-    return (part("train-images-idx3-ubyte.gz"), part("train-labels-idx1-ubyte.gz").long(),
-            part("t10k-images-idx3-ubyte.gz"), part("t10k-labels-idx1-ubyte.gz").long())
+    try:
+        arrays = fashion_mnist.load(data_dir)
+    except FileNotFoundError as e:
+        sys.exit(str(e))
+    images, labels, test_images, test_labels = (torch.from_numpy(a) for a in arrays)
+    return images, labels.long(), test_images, test_labels.long()
 
 
 def to_input(images_u8):
