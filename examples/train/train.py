@@ -179,6 +179,8 @@ def main(argv=None):
     rank, ranks = launcher_rank()
     if args.mode == "single" and ranks > 1:
         sys.exit("--mode single runs one process: start it without chorusrun -np N > 1")
+    if args.mode != "single" and not any(v in os.environ for v in ("CHORUS_RANK", "RANK")):
+        sys.exit(f"--mode {args.mode}: start the ranks with chorusrun -np N (or torchrun)")
     threads = args.threads if args.threads is not None else (1 if ranks > 1 else None)
     if threads:
         torch.set_num_threads(threads)
