@@ -131,6 +131,12 @@ class Job {
   bool binding_for(int rank, cpu_set_t* set) const;
   // With --ps the workers other than the chief may fail: parameter-server
   // training goes on without them, as TensorFlow's does.
+  // "rank 3 (pid 42)"; with --ps also its task: "rank 3 (ps 1, pid 42)".
+  std::string describe(int rank, pid_t pid) const {
+    if (o_.ps == 0) return fmt::format("rank {} (pid {})", rank, pid);
+    const bootstrap::TfTask task = bootstrap::tf_task_of(shape_, rank);
+    return fmt::format("rank {} ({} {}, pid {})", rank, task.type, task.index, pid);
+  }
   bool may_fail(int rank) const {
     return o_.ps > 0 && bootstrap::tf_task_of(shape_, rank).type == "worker";
   }
@@ -276,12 +282,11 @@ void Job::reap() {
     }
     if (may_fail(r)) {
       failed_workers_.push_back(r);
-      say(fmt::format("rank {} (worker {}, pid {}) {}; the job goes on without it (--ps)", r,
-                      bootstrap::tf_task_of(shape_, r).index, pid, how));
+      say(fmt::format("{} {}; the job goes on without it (--ps)", describe(r, pid), how));
       continue;
     }
     first_failure_code_ = code;
-    say(fmt::format("rank {} (pid {}) {}; stopping the job", r, pid, how));
+    say(fmt::format("{} {}; stopping the job", describe(r, pid), how));
     begin_stop();
   }
 }
