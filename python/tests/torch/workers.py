@@ -77,11 +77,13 @@ def collectives(rank, world_size, init_file):
         flat = torch.zeros(ws * n, dtype=dtype)
         dist.all_gather_into_tensor(flat, values(rank, n, dtype))
         check(f"all_gather_into_tensor {tag}", flat, torch.cat(every))
-        # all_gather_coalesced: [x] -> list of lists
-        outs = [[torch.zeros(n, dtype=dtype) for _ in range(ws)]]
-        dist.all_gather_coalesced(outs, [values(rank, n, dtype)])
+        # all_gather_coalesced: outs[rank][input] (torch's layout, as gloo's),
+        # two inputs of different sizes
+        outs = [[torch.zeros(n, dtype=dtype), torch.zeros(1, dtype=dtype)] for _ in range(ws)]
+        dist.all_gather_coalesced(outs, [values(rank, n, dtype), values(rank, 1, dtype)])
         for r in range(ws):
-            check(f"all_gather_coalesced {tag} block {r}", outs[0][r], every[r])
+            check(f"all_gather_coalesced {tag} block {r}", outs[r][0], every[r])
+            check(f"all_gather_coalesced {tag} block {r} (2)", outs[r][1], values(r, 1, dtype))
         # gather / scatter at rank 0
         gathered = [torch.zeros(n, dtype=dtype) for _ in range(ws)] if rank == 0 else None
         dist.gather(values(rank, n, dtype), gather_list=gathered, dst=0)
