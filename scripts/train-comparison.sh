@@ -71,9 +71,16 @@ for np in $ranks_list; do
   done
   run "mirrored-$np" "$chorusrun" -np "$np" python3 "$train" --mode mirrored
 done
+# Parameter servers: 1 server and 2 or 3 workers (the chief among them).
+for workers in 2 3; do
+  for mode in async bounded; do
+    run "ps-$mode-$workers" "$chorusrun" -np $((workers + 1)) --ps 1 python3 "$train" --mode ps \
+      --ps-mode "$mode" --max-staleness 1
+  done
+done
 if "$tf_python" -c "import tensorflow" 2>/dev/null; then
-  # chorusrun --tf-config will start these once it gives each worker its own address.
-  run tf-mwms-2 examples/train/tf_workers.sh 2 "$tf_python" examples/train/train_tf.py
+  # Every worker gets its own TF_CONFIG task and free port from chorusrun.
+  run tf-mwms-2 "$chorusrun" -np 2 --tf-config "$tf_python" examples/train/train_tf.py
 else
   echo "=== tf-mwms-2: skipped ($tf_python cannot import tensorflow; INSTALL_TF=1 scripts/install-deps.sh)"
 fi

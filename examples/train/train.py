@@ -6,6 +6,7 @@ data, sharding and optimizer everywhere, so the runs can be compared.
     chorusrun -np 2 python3 train.py --mode ddp --backend chorus
     chorusrun -np 2 python3 train.py --mode ddp --backend gloo --fp16-hook
     chorusrun -np 2 python3 train.py --mode mirrored
+    chorusrun -np 3 --ps 1 python3 train.py --mode ps --ps-mode bounded --max-staleness 1
 
 --batch-size is per rank: one step trains ranks x batch-size images (the
 global batch), each rank its own shard of the epoch (DistributedSampler: one
@@ -28,7 +29,6 @@ import fashion_mnist
 from progress import Progress
 from fashion_mnist import DATA_DIR, MEAN, STD
 MODES = ["single", "ddp", "mirrored", "ps"]
-NOT_YET = {"ps": "the parameter-server strategy is not yet available in Chorus's Python package"}
 
 
 # ---------------------------------------------------------------- data
@@ -94,6 +94,12 @@ def launcher_rank():
     return 0, 1
 
 
+def tf_config_servers():
+    """The ps tasks of TF_CONFIG (chorusrun --ps K writes it), else 1."""
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    return len(cluster.get("ps", [])) or 1
+
+
 def init_torch_distributed(backend, rank, ranks):
     """The default process group. Under torchrun (MASTER_ADDR/PORT set): env://.
     Under chorusrun: rank 0 opens a TCPStore on a free port of 127.0.0.1 and a
@@ -134,7 +140,7 @@ class Sum:
             t = torch.from_numpy(a)
             dist.all_reduce(t)
             return t.numpy()
-        if self.mode == "mirrored":
+        if self.mode in ("mirrored", "ps"):
             self.comm.allreduce(a)
         return a
 
@@ -145,7 +151,14 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=MODES, default="single",
                    help="single: one process; ddp: torch DistributedDataParallel; mirrored: "
-                        "chorus.Mirrored; ps: parameter server (not yet available)")
+                        "chorus.Mirrored; ps: chorus.ParameterServer (start with chorusrun --ps K)")
+    p.add_argument("--ps-mode", choices=["async", "sync", "bounded"], default="async",
+                   help="--mode ps: how the servers apply the workers' gradients")
+    p.add_argument("--max-staleness", type=int, default=1,
+                   help="--mode ps --ps-mode bounded: steps a worker may run ahead of the slowest")
+    p.add_argument("--servers", type=int, default=None,
+                   help="--mode ps: parameter servers, the last ranks (default: TF_CONFIG's ps "
+                        "tasks, as chorusrun --ps K writes them)")
     p.add_argument("--backend", choices=["chorus", "gloo"], default="chorus",
                    help="torch.distributed backend of --mode ddp")
     p.add_argument("--fp16-hook", action="store_true",
@@ -165,8 +178,6 @@ def parse_args(argv=None):
                    help="torch.set_num_threads per rank (default: 1 when ranks > 1, else torch's)")
     p.add_argument("--data-dir", default=DATA_DIR)
     args = p.parse_args(argv)
-    if args.mode in NOT_YET:
-        p.error(f"--mode {args.mode}: {NOT_YET[args.mode]}")
     if not 0.0 < args.fraction <= 1.0:
         p.error("--fraction must be in (0, 1]")
     if args.lr is None:
@@ -197,6 +208,31 @@ def main(argv=None):
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             net.register_comm_hook(None, default_hooks.fp16_compress_hook)
         optimizer = torch_optimizer(args.optimizer, net.parameters(), args.lr)
+    elif args.mode == "ps":
+        import chorus
+        world = chorus.init()
+        servers = args.servers if args.servers is not None else tf_config_servers()
+        # The workers' own communicator (the servers serve): it sums the
+        # epoch's statistics. Split before the strategy, while every rank is here.
+        is_server = rank >= ranks - servers
+        comm = world.split(None if is_server else 0, rank)  # None: no communicator
+        strategy = chorus.ParameterServer(world, servers=servers, mode=args.ps_mode,
+                                          max_staleness=args.max_staleness)
+        for name, param in model.named_parameters():
+            param.grad = torch.zeros_like(param)
+            strategy.add_variable(f"train/{name}", param.data, param.grad)
+        strategy.start()
+        if strategy.role == "ps":
+            if rank == ranks - servers:
+                print(f"ps/{args.ps_mode}: {servers} server(s), {ranks - servers} worker(s)",
+                      flush=True)
+            strategy.serve(args.optimizer, lr=args.lr,
+                           momentum=0.9 if args.optimizer == "momentum" else 0.0)
+            strategy.destroy()
+            world.destroy()
+            return 0
+        rank, ranks = comm.rank, comm.size  # from here on: the workers
+        net, optimizer = model, None
     elif args.mode == "mirrored":
         import chorus
         comm = chorus.init()
@@ -220,6 +256,7 @@ def main(argv=None):
     my_test_x, my_test_y = to_input(test_x[test_slice]), test_y[test_slice]
 
     label = args.mode + (f"/{args.backend}" if args.mode == "ddp" else "") + \
+        (f"/{args.ps_mode}" if args.mode == "ps" else "") + \
         ("+fp16" if args.fp16_hook and args.mode == "ddp" else "")
     lead = rank == 0
     if lead:
@@ -239,6 +276,8 @@ def main(argv=None):
         for step in range(steps):
             batch = indices[step * args.batch_size:(step + 1) * args.batch_size]
             x, y = to_input(train_x[batch]), train_y[batch]
+            if args.mode == "ps":
+                strategy.pull()  # the servers' values into the model's parameters
             if strategy is not None:
                 for param in model.parameters():
                     param.grad.zero_()
@@ -246,7 +285,9 @@ def main(argv=None):
                 optimizer.zero_grad(set_to_none=True)
             loss = F.cross_entropy(net(x), y)
             loss.backward()
-            if strategy is not None:
+            if args.mode == "ps":
+                strategy.push()  # the gradients to the servers, which apply them
+            elif strategy is not None:
                 strategy.reduce_gradients()
                 strategy.apply(args.optimizer, lr=args.lr,
                                momentum=0.9 if args.optimizer == "momentum" else 0.0)
@@ -259,12 +300,15 @@ def main(argv=None):
         train_images, loss_total = total([seen, loss_sum])
         epoch_s = time.perf_counter() - epoch_start  # training only (the sum waits for every rank)
 
+        if args.mode == "ps":
+            strategy.pull()  # evaluate the servers' latest values
         net.eval()
         with torch.no_grad():
             correct = sum(int((model(my_test_x[i:i + 1000]).argmax(1) == my_test_y[i:i + 1000]).sum())
                           for i in range(0, len(my_test_y), 1000))
         correct, tested = total([correct, len(my_test_y)])
-        record = {"mode": args.mode, "backend": args.backend if args.mode == "ddp" else None,
+        record = {"mode": args.mode if args.mode != "ps" else f"ps-{args.ps_mode}",
+                  "backend": args.backend if args.mode == "ddp" else None,
                   "fp16_hook": bool(args.fp16_hook and args.mode == "ddp"), "ranks": ranks,
                   "threads": threads or torch.get_num_threads(), "epoch": epoch,
                   "wall_s": round(time.perf_counter() - start, 3), "epoch_s": round(epoch_s, 3),
@@ -281,7 +325,14 @@ def main(argv=None):
             log.flush()
     if log:
         log.close()
-    if strategy is not None:
+    if args.mode == "ps":
+        if lead and strategy.failed_workers():
+            print(f"workers that failed: ranks {strategy.failed_workers()}", flush=True)
+        strategy.finish()
+        strategy.destroy()
+        comm.destroy()
+        world.destroy()
+    elif strategy is not None:
         strategy.destroy()
         comm.destroy()
     if args.mode == "ddp":
