@@ -76,6 +76,13 @@ bool set_up(Rank& me, int rank, chorus_comm_t comm, const chorus_ps_options_t& o
   return true;
 }
 
+// A server's part: serve until every worker is done or gone, then destroy.
+int serve(Rank& me, chorus_comm_t comm, const chorus_optimizer_options_t& optimizer,
+          std::string& error) {
+  if (chorus_ps_serve(me.ps, &optimizer)) return error = chorus_comm_last_error(comm), 2;
+  return chorus_ps_destroy(me.ps) ? 3 : 0;
+}
+
 // A worker's training loop over `steps` steps on its slice of each batch;
 // after(step) runs after each pull. Returns false with me.error set.
 template <typename After>
@@ -125,11 +132,7 @@ TEST_CASE("ps: sync mode trains as one process on the whole batch", "[ps]") {
         options.mode = CHORUS_PS_SYNC;
         Rank me;
         if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
-        if (me.role == CHORUS_PS_SERVER) {
-          if (chorus_ps_serve(me.ps, &optimizer))
-            return errors[rank] = chorus_comm_last_error(comm), 2;
-          return chorus_ps_destroy(me.ps) ? 3 : 0;
-        }
+        if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
         if (!train(me, comm, 2, kSteps, [&](int step) {
               if (step > 0) pulled[rank].push_back(flatten(me.vars));
             }))
@@ -173,11 +176,7 @@ TEST_CASE("ps: async mode with one worker is sequential training; with two every
         chorus_ps_options_t options = CHORUS_PS_OPTIONS_INITIALIZER;
         Rank me;
         if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
-        if (me.role == CHORUS_PS_SERVER) {
-          if (chorus_ps_serve(me.ps, &optimizer))
-            return errors[rank] = chorus_comm_last_error(comm), 2;
-          return chorus_ps_destroy(me.ps) ? 3 : 0;
-        }
+        if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
         // With one worker, it trains on the whole batch.
         if (!train(me, comm, workers, kSteps, [](int) {})) return errors[rank] = me.error, 4;
         // Every worker's pushes are in once all have trained (the servers
@@ -225,10 +224,7 @@ TEST_CASE("ps: bounded staleness keeps every worker within max_staleness steps",
     options.max_staleness = 1;
     Rank me;
     if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
-    if (me.role == CHORUS_PS_SERVER) {
-      if (chorus_ps_serve(me.ps, &optimizer)) return errors[rank] = chorus_comm_last_error(comm), 2;
-      return chorus_ps_destroy(me.ps) ? 3 : 0;
-    }
+    if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
     for (int step = 0; step < steps; ++step) {
       if (chorus_ps_pull(me.ps, 0)) return errors[rank] = chorus_comm_last_error(comm), 4;
       {
@@ -281,11 +277,7 @@ TEST_CASE("ps: a worker that leaves mid-training is counted out; the chief is to
         options.mode = static_cast<chorus_ps_mode_t>(mode);
         Rank me;
         if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
-        if (me.role == CHORUS_PS_SERVER) {
-          if (chorus_ps_serve(me.ps, &optimizer))
-            return errors[rank] = chorus_comm_last_error(comm), 2;
-          return chorus_ps_destroy(me.ps) ? 3 : 0;
-        }
+        if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
         // Rank 2 trains 2 steps and goes away without finishing.
         const int steps = rank == 2 ? 2 : 12;
         if (!train(me, comm, 3, steps, [&](int) {
@@ -356,11 +348,7 @@ TEST_CASE("ps: the chief saves a checkpoint; a new job restores it", "[ps]") {
       options.mode = CHORUS_PS_SYNC;
       Rank me;
       if (!set_up(me, rank + (restore ? 7 : 0), comm, options)) return errors[rank] = me.error, 1;
-      if (me.role == CHORUS_PS_SERVER) {
-        if (chorus_ps_serve(me.ps, &optimizer))
-          return errors[rank] = chorus_comm_last_error(comm), 2;
-        return chorus_ps_destroy(me.ps) ? 3 : 0;
-      }
+      if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
       if (restore) {
         if (rank == 0 && chorus_ps_restore(me.ps, path.c_str(), 0))
           return errors[rank] = chorus_comm_last_error(comm), 4;
