@@ -613,7 +613,7 @@ void TcpTransport::close() {
       bool settled = true;
       for (int peer = 0; peer < options_.size; ++peer) {
         const Peer& p = peers_[peer];
-        if (peer == options_.rank || p.gone) continue;
+        if (peer == options_.rank || p.gone || p.failure) continue;  // failure: isolated
         if (!p.sendq.empty() || !p.said_goodbye) settled = false;
       }
       if (settled) return;

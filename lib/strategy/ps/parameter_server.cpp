@@ -197,6 +197,9 @@ void ParameterServer::server_failed(int server, const std::exception_ptr& error)
   } catch (const std::exception& e) {
     why = e.what();
   }
+  if (code == CHORUS_ERR_TIMEOUT)  // alive, maybe holding this step back for a slower worker
+    throw IoError(code, fmt::format("no answer from parameter server {} (rank {}) in time: {}",
+                                    server, server_rank(server), why));
   throw IoError(code, fmt::format("parameter server {} (rank {}) failed: {}", server,
                                   server_rank(server), why));
 }

@@ -79,7 +79,7 @@ void Server::serve_worker(int worker) {
       receive(worker, kRequestTag, &request, sizeof request);
       if (!answer(worker, request)) return;
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // its requests failed, or it sent nonsense
     log().warn(
         "parameter server (rank {}): worker rank {} failed: {}; training goes on without "
         "it",
