@@ -47,11 +47,13 @@ def main(argv=None):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for path in args.logs:
+    # 20 distinct colours and 4 marker shapes: no two of up to 20 runs look alike.
+    colours = plt.cm.tab20.colors
+    for i, path in enumerate(args.logs):
         records = read_run(path)
         # The origin is the start of training (wall_s counts from there).
         ax.plot([r["wall_s"] for r in records], [100 * r["test_accuracy"] for r in records],
-                marker="o", label=label(records[0]))
+                marker="osD^"[i % 4], color=colours[i % len(colours)], label=label(records[0]))
     ax.set_xlabel("wall time since the start of training (s)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(args.title)
