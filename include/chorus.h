@@ -581,7 +581,8 @@ typedef enum {
 /* Start with CHORUS_PS_OPTIONS_INITIALIZER. */
 typedef struct {
   size_t size;           /* sizeof(chorus_ps_options_t) */
-  int servers;           /* the last this many ranks serve; 1 or more, fewer than the ranks */
+  int servers;           /* the last this many ranks serve; 1 or more, fewer than the ranks;
+                            0: as many as TF_CONFIG has ps tasks (chorusrun --ps K sets it) */
   chorus_ps_mode_t mode; /* ASYNC, SYNC or BOUNDED */
   int max_staleness;     /* BOUNDED: steps a worker may run ahead of the slowest (0 or more) */
 } chorus_ps_options_t;

@@ -98,7 +98,7 @@ def test_sync_training_equals_one_process(servers):
 
 def test_a_killed_worker_leaves_async_training_running_and_the_chief_is_told():
     done, _ = run_job("""
-        ps = chorus.ParameterServer(comm, servers=1, mode="async")
+        ps = chorus.ParameterServer(comm, mode="async")  # servers: TF_CONFIG's ps tasks
         ps.add_variable("w", w, dw); ps.add_variable("b", b, db)
         ps.start()
         if ps.role == "ps":

@@ -166,44 +166,46 @@ TEST_CASE("ps: async mode with one worker is sequential training; with two every
   std::vector<std::vector<double>> reference;
   std::vector<double> losses, initial;
   reference_run(optimizer, kSteps, reference, losses, initial);
-  for (int workers : {1, 2}) {
-    DYNAMIC_SECTION(workers << " worker(s)") {
-      const int n = workers + 1;
-      std::vector<std::vector<float>> last(workers);
-      std::vector<std::string> errors(n);
-      std::atomic<int> trained{0};
-      auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
-        chorus_ps_options_t options = CHORUS_PS_OPTIONS_INITIALIZER;
-        Rank me;
-        if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
-        if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
-        // With one worker, it trains on the whole batch.
-        if (!train(me, comm, workers, kSteps, [](int) {})) return errors[rank] = me.error, 4;
-        // Every worker's pushes are in once all have trained (the servers
-        // take no part: they serve).
-        chorus::test::all_arrive(trained, workers);
-        if (chorus_ps_pull(me.ps, 0)) return errors[rank] = chorus_comm_last_error(comm), 6;
-        last[rank] = flatten(me.vars);
-        if (chorus_ps_finish(me.ps, 0)) return errors[rank] = chorus_comm_last_error(comm), 7;
-        if (chorus_ps_pull(me.ps, 0) != CHORUS_ERR_INVALID_USAGE)
-          return errors[rank] = "pull after finish", 8;
-        return chorus_ps_destroy(me.ps) ? 9 : 0;
-      });
-      for (int r = 0; r < n; ++r) INFO("rank " << r << ": " << errors[r]);
-      REQUIRE(all_zero(results));
-      if (workers == 1) {
-        for (std::size_t i = 0; i < last[0].size(); ++i) {
-          INFO("element " << i);
-          REQUIRE(double(last[0][i]) == Approx(reference.back()[i]).epsilon(1e-4).margin(1e-5));
+  for (int servers : {1, 2})
+    for (int workers : {1, 2}) {
+      DYNAMIC_SECTION(servers << " server(s), " << workers << " worker(s)") {
+        const int n = workers + servers;
+        std::vector<std::vector<float>> last(workers);
+        std::vector<std::string> errors(n);
+        std::atomic<int> trained{0};
+        auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+          chorus_ps_options_t options = CHORUS_PS_OPTIONS_INITIALIZER;
+          options.servers = servers;
+          Rank me;
+          if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
+          if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
+          // With one worker, it trains on the whole batch.
+          if (!train(me, comm, workers, kSteps, [](int) {})) return errors[rank] = me.error, 4;
+          // Every worker's pushes are in once all have trained (the servers
+          // take no part: they serve).
+          chorus::test::all_arrive(trained, workers);
+          if (chorus_ps_pull(me.ps, 0)) return errors[rank] = chorus_comm_last_error(comm), 6;
+          last[rank] = flatten(me.vars);
+          if (chorus_ps_finish(me.ps, 0)) return errors[rank] = chorus_comm_last_error(comm), 7;
+          if (chorus_ps_pull(me.ps, 0) != CHORUS_ERR_INVALID_USAGE)
+            return errors[rank] = "pull after finish", 8;
+          return chorus_ps_destroy(me.ps) ? 9 : 0;
+        });
+        for (int r = 0; r < n; ++r) INFO("rank " << r << ": " << errors[r]);
+        REQUIRE(all_zero(results));
+        if (workers == 1) {
+          for (std::size_t i = 0; i < last[0].size(); ++i) {
+            INFO("element " << i);
+            REQUIRE(double(last[0][i]) == Approx(reference.back()[i]).epsilon(1e-4).margin(1e-5));
+          }
+        } else {
+          // Both workers see the same values, moved by the 2 x kSteps updates.
+          CHECK(last[0] == last[1]);
+          CHECK(last[0] != flatten(Mlp<float>::initial(0)));
+          for (float x : last[0]) CHECK(std::isfinite(x));
         }
-      } else {
-        // Both workers see the same values, moved by the 2 x kSteps updates.
-        CHECK(last[0] == last[1]);
-        CHECK(last[0] != flatten(Mlp<float>::initial(0)));
-        for (float x : last[0]) CHECK(std::isfinite(x));
       }
     }
-  }
 }
 
 TEST_CASE("ps: bounded staleness keeps every worker within max_staleness steps", "[ps]") {

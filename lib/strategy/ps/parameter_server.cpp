@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
+#include "base/core/config.hpp"
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "collectives/call.hpp"
@@ -28,7 +30,23 @@ Role role_of(int rank, int size, int servers) {
   return rank == 0 ? Role::chief : Role::worker;
 }
 
-const Options& checked(const Options& o, int size) {
+// servers 0: as many as TF_CONFIG has ps tasks (chorusrun --ps K writes it).
+int servers_from_tf_config() {
+  auto text = process_env()("TF_CONFIG");
+  if (!text)
+    throw UsageError(
+        "parameter server: servers 0 takes the count from TF_CONFIG, which is not "
+        "set (start the job with chorusrun --ps K, or pass the count)");
+  try {
+    const auto cluster = nlohmann::json::parse(*text).at("cluster");
+    return cluster.contains("ps") ? static_cast<int>(cluster.at("ps").size()) : 0;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("parameter server: TF_CONFIG has no cluster: {}", e.what()));
+  }
+}
+
+Options checked(Options o, int size) {
+  if (o.servers == 0) o.servers = servers_from_tf_config();
   if (o.servers < 1 || o.servers >= size)
     throw UsageError(
         fmt::format("parameter server: {} server(s) among {} ranks (at least one, "
@@ -66,9 +84,9 @@ ParameterServer::ParameterServer(Communicator& comm, Options options)
       options_(checked(options, comm.size())),
       rank_(comm.rank()),
       size_(comm.size()),
-      role_(role_of(comm.rank(), comm.size(), options.servers)),
-      shard_bytes_(static_cast<std::size_t>(options.servers), 0),
-      buffers_(static_cast<std::size_t>(options.servers)) {
+      role_(role_of(comm.rank(), comm.size(), options_.servers)),
+      shard_bytes_(static_cast<std::size_t>(options_.servers), 0),
+      buffers_(static_cast<std::size_t>(options_.servers)) {
   const Deadline deadline = comm.default_deadline();
   tcp::TcpOptions tcp;
   tcp.rank = rank_;

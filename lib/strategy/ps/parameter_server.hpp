@@ -58,7 +58,9 @@ enum class Mode : uint8_t { async = 0, sync = 1, bounded = 2 };
 enum class Role : uint8_t { chief = 0, worker = 1, server = 2 };
 
 struct Options {
-  int servers = 1;  // the last `servers` ranks; at least 1, fewer than the ranks
+  // The last `servers` ranks; at least 1, fewer than the ranks. 0: as many
+  // as TF_CONFIG has ps tasks (chorusrun --ps K writes it).
+  int servers = 1;
   Mode mode = Mode::async;
   int max_staleness = 0;  // bounded only; 0 or more
 };

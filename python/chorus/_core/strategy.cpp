@@ -241,9 +241,10 @@ void bind_strategies(py::module_& module) {
   py::class_<ParameterServer>(
       module, "ParameterServer",
       "Asynchronous data parallelism through parameter servers (chorus_ps_*): the last "
-      "`servers` ranks serve the variables, rank 0 is the chief, the others workers")
+      "`servers` ranks (0: TF_CONFIG's ps tasks, as chorusrun --ps K writes them) serve the "
+      "variables, rank 0 is the chief, the others workers")
       .def(py::init<py::object, int, const std::string&, int>(), py::arg("comm"),
-           py::arg("servers") = 1, py::arg("mode") = "async", py::arg("max_staleness") = 0,
+           py::arg("servers") = 0, py::arg("mode") = "async", py::arg("max_staleness") = 0,
            py::keep_alive<1, 2>())
       .def_property_readonly("role", &ParameterServer::role)
       .def_property_readonly("index", &ParameterServer::index)
