@@ -66,7 +66,8 @@ def reference(steps, workers, lr):
     return np.concatenate([w, b])
 
 
-@pytest.mark.parametrize("servers", [1, 2])
+# 3 servers for 2 variables: one server holds nothing and still serves.
+@pytest.mark.parametrize("servers", [1, 2, 3])
 def test_sync_training_equals_one_process(servers):
     done, _ = run_job(f"""
         ps = chorus.ParameterServer(comm, servers={servers}, mode="sync")

@@ -107,6 +107,7 @@ TEST_CASE("ps: variables are placed whole, largest first, on the least loaded se
   CHECK(assign_shards({1, 1, 1, 1}, 3) == std::vector<int>{0, 1, 2, 0});
   CHECK(assign_shards({5, 7}, 1) == std::vector<int>{0, 0});
   CHECK(assign_shards({}, 2).empty());
+  CHECK(assign_shards({8}, 3) == std::vector<int>{0});  // servers 1 and 2 hold nothing
   // Balanced within the largest variable of the best split.
   std::vector<std::size_t> sizes{32 * 4, 8 * 4, 8 * 4, 4};
   auto shard = assign_shards(sizes, 2);

@@ -92,7 +92,8 @@ void Server::serve_worker(int worker) {
 bool Server::answer(int worker, const Header& request) {
   const auto kind = static_cast<Kind>(request.kind);
   const bool takes_payload = kind == Kind::set || kind == Kind::push;
-  if (takes_payload != (request.bytes > 0) || (takes_payload && request.bytes != bytes_))
+  // A payload is the whole shard (which may be empty: more servers than variables).
+  if (request.bytes != (takes_payload ? bytes_ : 0))
     throw InvariantError(fmt::format(
         "parameter server (rank {}): request {} from rank {} carries {} bytes; the shard has {}",
         transport_.rank(), request.kind, worker, request.bytes, bytes_));
