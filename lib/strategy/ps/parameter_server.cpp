@@ -224,9 +224,15 @@ void ParameterServer::server_failed(int server, const std::exception_ptr& error)
 
 void ParameterServer::round_trip(Kind kind, bool send_payload, bool expect_payload,
                                  const Deadline& deadline) {
+  // A round trip that failed leaves requests in flight that may still
+  // complete into the headers and buffers (members, so they stay valid); the
+  // strategy is broken from then on.
+  if (broken_) std::rethrow_exception(broken_);
   const int servers = options_.servers;
-  std::vector<Header> requests(static_cast<std::size_t>(servers)),
-      replies(static_cast<std::size_t>(servers));
+  std::vector<Header>& requests = request_headers_;
+  std::vector<Header>& replies = reply_headers_;
+  requests.assign(static_cast<std::size_t>(servers), Header{});
+  replies.assign(static_cast<std::size_t>(servers), Header{});
   std::vector<RequestPtr> sends, receives;
   for (int s = 0; s < servers; ++s) {
     auto& buffer = buffers_[static_cast<std::size_t>(s)];
@@ -250,7 +256,12 @@ void ParameterServer::round_trip(Kind kind, bool send_payload, bool expect_paylo
     try {
       wait_one(*transport_, r, deadline, 0, what);
     } catch (const Error&) {
-      server_failed(s, std::current_exception());
+      try {
+        server_failed(s, std::current_exception());
+      } catch (...) {
+        broken_ = std::current_exception();
+        throw;
+      }
     }
   };
   for (int s = 0; s < servers; ++s) settle(s, receives[static_cast<std::size_t>(s)]);

@@ -135,8 +135,10 @@ class ParameterServer {
   const Role role_;
   std::unique_ptr<Transport> transport_;
   std::vector<Variable> variables_;
-  std::vector<std::size_t> shard_bytes_;         // per server
-  std::vector<std::vector<std::byte>> buffers_;  // per server: staging for payloads
+  std::vector<std::size_t> shard_bytes_;                 // per server
+  std::vector<std::vector<std::byte>> buffers_;          // per server: staging for payloads
+  std::vector<Header> request_headers_, reply_headers_;  // per server, of the round trip
+  std::exception_ptr broken_;  // a round trip failed: every later one throws this
   bool started_ = false;
   bool finished_ = false;  // a worker after finish()
   int64_t step_ = 0;
