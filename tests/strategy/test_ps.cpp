@@ -249,8 +249,9 @@ TEST_CASE("ps: bounded staleness keeps every worker within max_staleness steps",
   for (std::size_t r = 0; r < errors.size(); ++r) INFO("rank " << r << ": " << errors[r]);
   REQUIRE(all_zero(results));
   // When worker w's pull for step s returned, every other worker had begun
-  // sending at least s - 1 pushes (a push is logged before it is sent, so
-  // the log never credits a push the server had not yet seen... too late).
+  // sending at least s - 1 pushes. A push is logged before it is sent, and
+  // the server grants a pull only after the pushes it waits for arrived, so
+  // a correct server never shows fewer pushes here than the bound allows.
   int closest = steps;
   for (const Event& e : log) {
     if (!e.pull) continue;
