@@ -129,7 +129,10 @@ run_suite() {
 # TCP and UCX variants compile the same sweeps three more times; the release
 # suite runs them, and the transports' own tests run here), the transports,
 # the C API, fusion, the strategies, and the end-to-end and fault cases that
-# kill, mismatch or feed garbage to real processes.
+# kill, mismatch or feed garbage to real processes. Like TSan it builds at -O1
+# with line tables only (-g1): ASan's instrumentation at -O2 -g made each
+# library file take 70-170 s to compile, and -O1 is what ASan's own
+# documentation recommends for usable reports.
 ASAN_TESTS="unit coll-inproc coll-shm bootstrap tcp ucx ucx-tcp c-api c-api-store c-api-wire-env
   fusion fusion-timeline strategy e2e-example e2e-kill-tcp e2e-kill-shm e2e-mismatch
   e2e-split-kill e2e-p2p-kill e2e-stranger fault-killed fault-destroyed fault-malformed-frame
@@ -142,8 +145,8 @@ for suite in ${TEST_SUITES:-release asan fuzz tsan}; do
   case $suite in
     release) run_suite build-release buildtype=release b_sanitize=none ucx=enabled ;;
     asan) SUITE_TESTS=${SUITE_TESTS:-$ASAN_TESTS} \
-            run_suite build-asan buildtype=debugoptimized b_sanitize=address,undefined \
-            b_lundef=false ucx=enabled ;;
+            run_suite build-asan buildtype=custom optimization=1 debug=false cpp_args=-g1 \
+            c_args=-g1 b_sanitize=address,undefined b_lundef=false ucx=enabled ;;
     fuzz) SETUP_ENV="CC=clang-14 CXX=clang++-14" SUITE_TEST_ARGS="--suite fuzz" \
             SUITE_TESTS="fuzz_tcp_frame fuzz_tcp_hello fuzz_store_server fuzz_store_wire fuzz_ucx_wire" \
             run_suite build-fuzz buildtype=debugoptimized fuzz=enabled \
