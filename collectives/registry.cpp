@@ -31,7 +31,9 @@
   X(ring_allgatherv)              \
   X(shm_allgatherv)               \
   X(ring_reduce_scatterv)         \
-  X(shm_reduce_scatterv)
+  X(shm_reduce_scatterv)          \
+  X(hierarchical_allreduce)       \
+  X(ring_by_host_allreduce)
 
 namespace chorus {
 

@@ -14,7 +14,8 @@
 //            indices), else null.
 // A communicator owns its world team (every rank), the team of the ranks on
 // its host, and the team of the host leaders (the lowest rank of each host),
-// the latter only on the leaders themselves.
+// the latter only on the leaders themselves; a world that spans hosts also
+// has the teams of its Hierarchy.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,29 @@ struct Layout;
 const Layout& layout_of(const Domain& domain);  // collectives/shm/domain.hpp
 }  // namespace shm
 
+struct Team;
+struct AlgoOverride;  // tuner/selection.hpp
+struct CostModel;     // tuner/cost_model.hpp
+
+// The teams a hierarchical algorithm composes, for a team whose ranks span
+// hosts (collectives/team_hierarchy.hpp builds it; patterns/hierarchy.hpp
+// defines its terms). The algorithms it runs on them are chosen with the
+// communicator's override and cost model.
+struct Hierarchy {
+  const Team* local = nullptr;         // this rank's host, with its shared-memory domain
+  const Team* lane = nullptr;          // this rank's lane; null when it is in none
+  const Team* host_ordered = nullptr;  // every rank, host after host
+  // A team of one rank per host, the same on every rank: what estimates of
+  // the stage across hosts read (selection must not depend on the rank).
+  const Team* lane_shape = nullptr;
+  int hosts = 1;
+  int lanes = 1;
+  int widest = 1;       // the most ranks any host has
+  bool grouped = true;  // host order is rank order
+  const AlgoOverride* user = nullptr;
+  const CostModel* model = nullptr;
+};
+
 struct Team {
   Transport* transport = nullptr;
   std::vector<int> members;  // member (transport rank) of each index
@@ -41,6 +65,9 @@ struct Team {
   // plan of a team that would have one (chorus-info --plan; never run).
   const shm::Layout* shm_layout = nullptr;
   std::string name = "world";  // for logs and errors ("world", "host", "leaders")
+  // Set on a team whose ranks span hosts: its sub-teams (hierarchical
+  // algorithms refuse a team without one).
+  const Hierarchy* hierarchy = nullptr;
 
   int size() const { return static_cast<int>(members.size()); }
   int rank() const { return index; }

@@ -80,10 +80,10 @@ int union_cpu_count(const std::vector<std::string>& cpu_lists) {
   return hwloc_bitmap_weight(all.get());
 }
 
-int HostMap::cpus_on_my_host() const {
+int HostMap::cpus_on_host_of(int of) const {
   std::vector<std::string> here;
   for (int r = 0; r < size(); ++r) {
-    if (!same_host(r, rank)) continue;
+    if (!same_host(r, of)) continue;
     if (static_cast<std::size_t>(r) >= cpus_of_rank.size() || cpus_of_rank[r].empty())
       return online_cores();
     here.push_back(cpus_of_rank[r]);
@@ -93,7 +93,11 @@ int HostMap::cpus_on_my_host() const {
 }
 
 int HostMap::ranks_on_my_host() const {
-  return static_cast<int>(std::count(host_of_rank.begin(), host_of_rank.end(), host_of_rank[rank]));
+  return ranks_on_host_of(rank);
+}
+
+int HostMap::ranks_on_host_of(int r) const {
+  return static_cast<int>(std::count(host_of_rank.begin(), host_of_rank.end(), host_of_rank[r]));
 }
 
 bool HostMap::all_on_one_host() const {

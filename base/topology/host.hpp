@@ -34,7 +34,11 @@ struct HostMap {
   // The CPUs the ranks on this host may use between them (the union of their
   // affinities; online_cores() when unknown). Ranks bound one per CPU then fit
   // the host, where each one's own affinity (one CPU) would say they outnumber it.
-  int cpus_on_my_host() const;
+  int cpus_on_my_host() const { return cpus_on_host_of(rank); }
+  // The same for the host of rank r.
+  int cpus_on_host_of(int r) const;
+  // The ranks on the host of rank r.
+  int ranks_on_host_of(int r) const;
   bool all_on_one_host() const;
   int host_count() const;
 };

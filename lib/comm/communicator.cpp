@@ -9,6 +9,7 @@
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "collectives/allreduce/wire.hpp"
+#include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
 
 namespace chorus {
@@ -49,6 +50,22 @@ std::vector<int> members_of(const std::vector<int>& members, const std::vector<i
   return out;
 }
 
+// The cost model of the host whose ranks most outnumber its CPUs. Every
+// rank must choose the same algorithm for a call, so the model of a world
+// that spans hosts must not depend on which host a rank is on.
+CostModel busiest_host_model(const topology::HostMap& hosts, int ranks_here, int cpus_here) {
+  if (hosts.all_on_one_host()) return CostModel::defaults(ranks_here, cpus_here);
+  int ranks = 0, cpus = 1;
+  for (int r : host_leaders(hosts)) {
+    const int n = hosts.ranks_on_host_of(r), c = hosts.cpus_on_host_of(r);
+    if (ranks == 0 || n * cpus > ranks * c) {
+      ranks = n;
+      cpus = c;
+    }
+  }
+  return CostModel::defaults(ranks, cpus);
+}
+
 }  // namespace
 
 Communicator::Communicator(CommSetup setup)
@@ -76,7 +93,13 @@ Communicator::Communicator(CommSetup setup)
                hosts_.rank, world_.index);
   config_.spin_us = resolve_spin_us(config_.spin_us);
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
-  cost_model_ = CostModel::defaults(static_cast<int>(on_host.size()), cpus);
+  cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
+  if (!all_here) {
+    hierarchy_ = std::make_unique<TeamHierarchy>(
+        world_, host_, patterns::group_by_host(hosts_.host_of_rank), team_tag(id_, 4),
+        team_tag(id_, 5), algo_override_, cost_model_);
+    world_.hierarchy = &hierarchy_->view();
+  }
   for (auto& k : cache_key_) k.store(kNoChoice);
   progress_ = &t.board().slot(world_.tag);
   link_->users.fetch_add(1);

@@ -44,6 +44,7 @@
 #include "collectives/call.hpp"
 #include "collectives/context.hpp"
 #include "collectives/team.hpp"
+#include "collectives/team_hierarchy.hpp"
 #include "collectives/tuner/selection.hpp"
 #include "lib/comm/link.hpp"
 #include "transports/call_board.hpp"
@@ -225,6 +226,8 @@ class Communicator {
   AlgoOverride algo_override_;                // parsed CHORUS_ALGO
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   CostModel cost_model_;
+  // The world's sub-teams when its ranks span hosts (world_.hierarchy).
+  std::unique_ptr<TeamHierarchy> hierarchy_;
   ScratchPool scratch_;  // used only by the executing call (one at a time)
 
   // The last choice per collective: repeated calls of one shape (the common

@@ -26,6 +26,8 @@ struct Case {
   bool recursive_doubling = false;  // allreduce: the small-message algorithm instead of the ring
   // The registered algorithm to run (check_more.cpp's collectives).
   std::string_view algorithm = "";
+  // Simulated hosts, a letter per rank (RunOptions::hosts); "": one host.
+  std::string_view hosts = "";
 };
 
 // What the sweeps range over.

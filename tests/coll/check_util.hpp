@@ -44,6 +44,7 @@ std::string guard_damage(const std::vector<Guarded<T>>& bufs, const char* what) 
 inline RunOptions options_for(const Case& c) {
   RunOptions o;
   o.segment_bytes = c.segment_bytes;
+  o.hosts = std::string(c.hosts);
   // Shared memory: the small segment sizes force 64-byte pieces (many rounds,
   // every slot reused) and a 256-byte latency path; the large ones 64 KiB.
   if (c.segment_bytes > 64) {

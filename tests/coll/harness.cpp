@@ -106,6 +106,17 @@ std::vector<std::unique_ptr<shm::Domain>>& shm_domains(World& world, int n,
 
 }  // namespace
 
+void RankEnv::join_hosts(const std::string& hosts) {
+  CHORUS_CHECK(static_cast<int>(hosts.size()) == size(), "hosts '{}' for {} ranks", hosts, size());
+  std::vector<std::string> names;
+  for (char h : hosts) names.emplace_back(1, h);
+  const patterns::HostGroups groups = patterns::group_by_host(names);
+  host = Team::of(transport, groups.hosts[static_cast<std::size_t>(groups.host_of[rank()])], 2,
+                  nullptr, "host");
+  hierarchy = std::make_unique<TeamHierarchy>(team, *host, groups, 4, 5, user, model);
+  team.hierarchy = &hierarchy->view();
+}
+
 std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,
                                    const std::function<void(RankEnv&)>& body) {
   bool partial = false;

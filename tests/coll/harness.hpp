@@ -7,11 +7,15 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/core/scratch.hpp"
 #include "collectives/context.hpp"
+#include "collectives/team_hierarchy.hpp"
+#include "collectives/tuner/selection.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus::test {
@@ -46,6 +50,10 @@ struct RunOptions {
   // shm: the domain's piece size (the pipeline's chunk) and latency-path size.
   std::size_t shm_piece_bytes = 64;
   std::size_t shm_small_bytes = 256;
+  // Simulated hosts: one letter per rank, equal letters for ranks on one host
+  // ("aabbb": ranks 0-1 on one host, 2-4 on another). Set, the whole team gets
+  // a Hierarchy whose host teams run over the point-to-point transport.
+  std::string hosts;
 };
 
 struct RankOutcome {
@@ -61,7 +69,9 @@ class RankEnv {
         shm(domain),
         team(Team::whole(t, 1, domain)),
         options_(options),
-        seq_base_(seq_base) {}
+        seq_base_(seq_base) {
+    if (!options.hosts.empty()) join_hosts(options.hosts);
+  }
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   // A context for one call over the whole team, its deadline starting now.
@@ -79,8 +89,16 @@ class RankEnv {
   Transport& transport;
   shm::Domain* shm;  // set when the run is over TransportKind::shm
   Team team;         // every rank, tag 1, the domain (if any)
+  // With RunOptions::hosts: this rank's host team (tag 2) and the hierarchy
+  // (tags 4 and 5), chosen with the default override and cost model.
+  AlgoOverride user;
+  CostModel model;
+  std::optional<Team> host;
+  std::unique_ptr<TeamHierarchy> hierarchy;
 
  private:
+  void join_hosts(const std::string& hosts);
+
   const RunOptions& options_;
   uint64_t seq_base_;
 };

@@ -176,6 +176,33 @@ case $case_name in
     [ "$(echo "$joined" | awk '{print $NF}' | sort -u | wc -l)" -eq 2 ] ||
       fail "the two hosts did not get a domain each: $joined"
     ;;
+  hierarchical)
+    # Five ranks on two simulated hosts, placed round-robin (3 + 2): the
+    # hierarchical allreduce (shared memory within a host, TCP across) and
+    # the ring in host order, forced, and the automatic choice; every
+    # collective's result is checked in full on every rank.
+    for algo in hierarchical ring_by_host auto; do
+      rules="allreduce:0-inf:$algo"
+      [ $algo = auto ] && rules=""
+      : >"$out"; : >"$err"
+      CHORUS_LOG_LEVEL=debug CHORUS_ALGO="$rules" run -np 5 --tag-output bash -c \
+        'CHORUS_HOST_ID=host$((CHORUS_RANK % 2)) exec "$0" check' "$e2e" >"$out" 2>"$err"
+      rc=$?
+      [ $rc -eq 0 ] || fail "$algo: exit status $rc"
+      [ "$(grep -c 'all collectives correct' "$out")" -eq 5 ] || fail "$algo: wrong results"
+      if [ $algo != auto ]; then
+        [ "$(grep -cE "allreduce [0-9]+ bytes: $algo \(CHORUS_ALGO chose $algo" "$err")" -eq 10 ] ||
+          fail "$algo: not every allreduce ran $algo"
+      else
+        grep -qE "allreduce [0-9]+ bytes: (hierarchical|ring_by_host) " "$err" ||
+          fail "auto: no allreduce chose a host-aware algorithm across interleaved hosts"
+      fi
+      if [ $algo = hierarchical ]; then
+        grep -qE "world stage: reduce_scatterv of [0-9]+ bytes on team host \(3 ranks\): shm" "$err" ||
+          fail "the hierarchical allreduce did not reduce-scatter through shared memory within a host"
+      fi
+    done
+    ;;
   bound)
     # Ranks bound one per CPU fit the host: the CPUs counted are the union of
     # their affinities, not each one's single CPU (which made every bound rank

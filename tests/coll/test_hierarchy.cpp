@@ -1,0 +1,164 @@
+// Ranks on simulated hosts: the host groups (patterns/hierarchy.hpp), the
+// hierarchical and host-ordered algorithms over them in every placement, and
+// their selection. Hosts are letters, one per rank (RunOptions::hosts); the
+// host teams run over the point-to-point transport.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "collectives/call.hpp"
+#include "collectives/patterns/hierarchy.hpp"
+#include "collectives/registry.hpp"
+#include "tests/coll/check.hpp"
+#include "tests/coll/harness.hpp"
+
+using namespace chorus;
+using namespace chorus::test;
+
+namespace {
+
+std::vector<std::string> names_of(std::string_view letters) {
+  std::vector<std::string> out;
+  for (char c : letters) out.emplace_back(1, c);
+  return out;
+}
+
+// Placements of {1,2,3,4,5,7,8} ranks on 2 and 3 hosts: grouped, round-robin
+// and unequal.
+const std::vector<std::string_view> kPlacements = {
+    "ab",    "aab",     "aba",     "aabb",     "abab",     "aabbb",    "ababa",
+    "abcab", "aaabbcc", "abcabca", "aaaabbbb", "abababab", "aabbbccc", "abcabcab"};
+
+}  // namespace
+
+TEST_CASE("host groups: hosts in order of their lowest rank, lanes, host order",
+          "[hierarchy][patterns]") {
+  auto g = patterns::group_by_host(names_of("aabbb"));
+  CHECK(g.hosts == std::vector<std::vector<int>>{{0, 1}, {2, 3, 4}});
+  CHECK(g.lanes() == 2);
+  CHECK(g.lane(0) == std::vector<int>{0, 2});
+  CHECK(g.lane(1) == std::vector<int>{1, 3});
+  CHECK(g.local_index == std::vector<int>{0, 1, 0, 1, 2});
+  CHECK(g.grouped());
+
+  g = patterns::group_by_host(names_of("baba"));  // names do not order hosts; ranks do
+  CHECK(g.hosts == std::vector<std::vector<int>>{{0, 2}, {1, 3}});
+  CHECK(g.host_order() == std::vector<int>{0, 2, 1, 3});
+  CHECK_FALSE(g.grouped());
+  CHECK(g.host_of == std::vector<int>{0, 1, 0, 1});
+
+  // Any placement: host order is a permutation with each host contiguous, and
+  // lane j holds the rank of local index j of every host.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40), hosts = 1 + static_cast<int>(rng() % 6);
+    std::vector<std::string> names;
+    for (int r = 0; r < n; ++r) names.push_back(std::to_string(rng() % hosts));
+    g = patterns::group_by_host(names);
+    std::vector<int> order = g.host_order();
+    INFO("trial " << trial << " n " << n);
+    REQUIRE(static_cast<int>(order.size()) == n);
+    std::set<int> seen(order.begin(), order.end());
+    REQUIRE(static_cast<int>(seen.size()) == n);
+    for (int i = 1; i < n; ++i) {
+      const int a = order[i - 1], b = order[i];
+      if (names[a] == names[b])
+        REQUIRE(a < b);
+      else
+        REQUIRE(std::find(order.begin() + i, order.end(), a) == order.end());
+    }
+    std::size_t fewest = n;
+    for (const auto& h : g.hosts) fewest = std::min(fewest, h.size());
+    REQUIRE(g.lanes() == static_cast<int>(fewest));
+    for (int j = 0; j < g.lanes(); ++j) {
+      const auto lane = g.lane(j);
+      REQUIRE(static_cast<int>(lane.size()) == g.host_count());
+      for (std::size_t h = 0; h < lane.size(); ++h) {
+        REQUIRE(g.host_of[lane[h]] == static_cast<int>(h));
+        REQUIRE(g.local_index[lane[h]] == j);
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical and host-ordered allreduce: placements, dtypes, ops, in and out of place",
+          "[allreduce][hierarchy]") {
+  for (std::string_view algo : {"hierarchical", "ring_by_host"}) {
+    for (std::string_view hosts : kPlacements) {
+      for (std::size_t count : {0, 1, 7, 131}) {
+        for (DataType dt : kDtypes) {
+          for (ReduceOp op : kOps) {
+            for (bool in_place : {false, true}) {
+              Case c{static_cast<int>(hosts.size()), count, dt, op, in_place, 64, 0};
+              c.algorithm = algo;
+              c.hosts = hosts;
+              INFO(describe_case(c));
+              REQUIRE(check_allreduce(c) == "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical and host-ordered allreduce: count 1000003",
+          "[allreduce][hierarchy][large]") {
+  for (std::string_view algo : {"hierarchical", "ring_by_host"}) {
+    for (std::string_view hosts : {"aab", "abab", "aabbb", "abcabca", "aaaabbbb"}) {
+      for (auto [dt, op] :
+           {std::pair{DataType::f32, ReduceOp::sum}, std::pair{DataType::i32, ReduceOp::max},
+            std::pair{DataType::f64, ReduceOp::avg}}) {
+        Case c{static_cast<int>(hosts.size()),
+               kBig,
+               dt,
+               op,
+               hosts.size() % 2 == 0,
+               kDefaultSegment,
+               0};
+        c.algorithm = algo;
+        c.hosts = hosts;
+        INFO(describe_case(c));
+        REQUIRE(check_allreduce(c) == "");
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical algorithms refuse a team on one host; selection is the same on every rank",
+          "[hierarchy][tuner]") {
+  CollectiveCall call;
+  call.kind = CollectiveKind::allreduce;
+  for (std::string_view name : {"hierarchical", "ring_by_host"}) {
+    const AlgorithmSpec* spec = find_algorithm(CollectiveKind::allreduce, name);
+    REQUIRE(spec);
+    Team one_host;
+    one_host.members = {0, 1, 2};
+    CHECK(spec->refusal(one_host, call) != nullptr);
+  }
+  for (std::string_view hosts : {"aabbb", "abab", "abcabca"}) {
+    const int n = static_cast<int>(hosts.size());
+    // Per rank, per size: the algorithm chosen and every estimate.
+    std::vector<std::vector<std::string>> chosen(static_cast<std::size_t>(n));
+    RunOptions o;
+    o.hosts = std::string(hosts);
+    const std::vector<std::size_t> sizes = {8, 4096, 1 << 20, 64 << 20};
+    auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
+      for (std::size_t bytes : sizes) {
+        call.count = bytes / 4;
+        Selection s = select_algorithm(call, bytes, env.team, env.user, env.model, true);
+        chosen[static_cast<std::size_t>(env.rank())].push_back(std::string(s.spec->name) + ": " +
+                                                               s.why());
+      }
+    });
+    REQUIRE(failures(outcomes) == "");
+    for (int r = 1; r < n; ++r) {
+      INFO("hosts " << hosts << " rank " << r);
+      CHECK(chosen[static_cast<std::size_t>(r)] == chosen[0]);
+    }
+    // Where hosts are interleaved, the rank-order ring never wins a large call.
+    if (hosts == "abab") CHECK(chosen[0].back().rfind("ring: ", 0) != 0);
+  }
+}
