@@ -33,7 +33,9 @@
   X(ring_reduce_scatterv)         \
   X(shm_reduce_scatterv)          \
   X(hierarchical_allreduce)       \
-  X(ring_by_host_allreduce)
+  X(ring_by_host_allreduce)       \
+  X(hierarchical_broadcast)       \
+  X(hierarchical_allgather)
 
 namespace chorus {
 

@@ -32,6 +32,9 @@ struct Layout;
 const Layout& layout_of(const Domain& domain);  // collectives/shm/domain.hpp
 }  // namespace shm
 
+namespace patterns {
+struct HostGroups;  // patterns/hierarchy.hpp
+}
 struct Team;
 struct AlgoOverride;  // tuner/selection.hpp
 struct CostModel;     // tuner/cost_model.hpp
@@ -41,9 +44,13 @@ struct CostModel;     // tuner/cost_model.hpp
 // defines its terms). The algorithms it runs on them are chosen with the
 // communicator's override and cost model.
 struct Hierarchy {
-  const Team* local = nullptr;         // this rank's host, with its shared-memory domain
-  const Team* lane = nullptr;          // this rank's lane; null when it is in none
-  const Team* host_ordered = nullptr;  // every rank, host after host
+  const Team* world = nullptr;                   // the team this is the hierarchy of
+  const patterns::HostGroups* groups = nullptr;  // of the world's indices
+  const Team* local = nullptr;                   // this rank's host, with its shared-memory domain
+  const Team* lane = nullptr;                    // this rank's lane; null when it is in none
+  const Team* host_ordered = nullptr;            // every rank, host after host
+  const Team* leaders = nullptr;  // local index 0 of every host, in host order; null off them
+  uint32_t cross_tag = 0;         // the tag of teams made per call, one rank per host
   // A team of one rank per host, the same on every rank: what estimates of
   // the stage across hosts read (selection must not depend on the rank).
   const Team* lane_shape = nullptr;

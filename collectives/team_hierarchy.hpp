@@ -12,21 +12,29 @@
 
 namespace chorus {
 
+struct HierarchyTags {
+  uint32_t lane = 0;
+  uint32_t host_order = 0;
+  uint32_t leaders = 0;
+  uint32_t cross = 0;  // Hierarchy::cross_tag
+};
+
 class TeamHierarchy {
  public:
   // `groups` groups the indices of `world`; `local` is this rank's host team
-  // (its members those of this rank's group, in the same order). The lane and
-  // host-ordered teams get their own tags.
-  TeamHierarchy(const Team& world, const Team& local, const patterns::HostGroups& groups,
-                uint32_t lane_tag, uint32_t order_tag, const AlgoOverride& user,
-                const CostModel& model);
+  // (its members those of this rank's group, in the same order); `world`
+  // and `local` must outlive this. Each team it makes gets its own tag.
+  TeamHierarchy(const Team& world, const Team& local, patterns::HostGroups groups,
+                const HierarchyTags& tags, const AlgoOverride& user, const CostModel& model);
   TeamHierarchy(const TeamHierarchy&) = delete;
   TeamHierarchy& operator=(const TeamHierarchy&) = delete;
 
   const Hierarchy& view() const { return view_; }
 
  private:
+  patterns::HostGroups groups_;
   std::optional<Team> lane_;
+  std::optional<Team> leaders_;
   Team host_ordered_;
   Team lane_shape_;
   Hierarchy view_;

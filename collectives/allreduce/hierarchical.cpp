@@ -34,11 +34,6 @@
 namespace chorus {
 namespace {
 
-const char* needs_hosts(const Team& team, const CollectiveCall&) {
-  if (!team.hierarchy || team.hierarchy->hosts < 2) return "its ranks are on one host";
-  return nullptr;
-}
-
 void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
   const Hierarchy& h = *ctx.team.hierarchy;
   const Team& local = *h.local;
@@ -102,7 +97,7 @@ extern const AlgorithmSpec hierarchical_allreduce_spec{
     "hierarchical",
     "reduce-scatter within each host, allreduce across hosts per lane, allgather within each "
     "host: each host's link carries 2(H-1)/H of the buffer, shared by its ranks",
-    needs_hosts,
+    needs_several_hosts,
     hierarchical_estimate,
     hierarchical_allreduce};
 

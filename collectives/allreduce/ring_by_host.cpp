@@ -10,15 +10,11 @@
 // rank order under round-robin placement makes every rank's traffic cross.
 #include "collectives/allreduce/ring.hpp"
 #include "collectives/call.hpp"
+#include "collectives/common/subcall.hpp"
 #include "collectives/registry.hpp"
 
 namespace chorus {
 namespace {
-
-const char* needs_host_order(const Team& team, const CollectiveCall&) {
-  if (!team.hierarchy || team.hierarchy->hosts < 2) return "its ranks are on one host";
-  return nullptr;
-}
 
 void ring_by_host_allreduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
   CollectiveContext ordered =
@@ -43,7 +39,7 @@ extern const AlgorithmSpec ring_by_host_allreduce_spec{
     "ring_by_host",
     "the ring over the ranks grouped by host: each host boundary crossed once, whatever the "
     "placement",
-    needs_host_order,
+    needs_several_hosts,
     ring_by_host_estimate,
     ring_by_host_allreduce};
 

@@ -14,6 +14,7 @@ inline constexpr int tree_partial = 3;  // binomial reduce: this rank's partial 
 inline constexpr int tree_incoming = 4;  // binomial reduce: a child's partial result
 inline constexpr int owned_chunk = 5;    // ring reduce: a non-root's reduced chunk
 inline constexpr int wire = 6;  // compression on the wire: the call's data in the wire dtype
+inline constexpr int hierarchy_blocks = 7;  // hierarchical allgather: every block, in host order
 inline constexpr int kFirstFreeSlot = 8;
 
 }  // namespace chorus::scratch_slot

@@ -19,6 +19,11 @@ double stage_estimate_us(const Hierarchy& outer, const Team& team, CollectiveKin
   return choose_on(outer, team, call, bytes).estimate_us(*outer.model, team, bytes);
 }
 
+const char* needs_several_hosts(const Team& team, const CollectiveCall&) {
+  if (!team.hierarchy || team.hierarchy->hosts < 2) return "its ranks are on one host";
+  return nullptr;
+}
+
 void run_on(CollectiveContext& ctx, const Team& team, const CollectiveCall& call) {
   static spdlog::logger& log = logger("coll");
   CHORUS_CHECK(ctx.team.hierarchy, "a sub-call on team {} outside a hierarchical call", team.name);

@@ -18,6 +18,10 @@ const AlgorithmSpec& choose_on(const Hierarchy& outer, const Team& team, const C
 double stage_estimate_us(const Hierarchy& outer, const Team& team, CollectiveKind kind,
                          std::size_t bytes);
 
+// The refusal of the hierarchical algorithms: a team without a Hierarchy
+// (its ranks on one host, or a sub-team).
+const char* needs_several_hosts(const Team& team, const CollectiveCall& call);
+
 // Runs `call` on `team` with `ctx`'s signature, deadline, scratch and knobs.
 // Every member of `team` makes the same sub-calls in the same order within
 // the outer call, and the transports keep the order of one peer's messages on

@@ -50,6 +50,16 @@ std::string broadcast(const Case& c) {
   }
   auto outcomes = run_ranks(n, options_for(c), [&](RankEnv& env) {
     const int r = env.rank();
+    if (!c.algorithm.empty()) {
+      CollectiveCall call;
+      call.kind = CollectiveKind::broadcast;
+      call.recv = buf[r].data();
+      call.count = c.count;
+      call.dtype = Tr::dt;
+      call.root = c.root;
+      run_registered(env, call, c.algorithm);
+      return;
+    }
     auto ctx =
         env.context(make_sig(CollectiveKind::broadcast, 1, c.count, Tr::dt, ReduceOp::sum, c.root));
     if (env.shm)

@@ -90,7 +90,7 @@ class RankEnv {
   shm::Domain* shm;  // set when the run is over TransportKind::shm
   Team team;         // every rank, tag 1, the domain (if any)
   // With RunOptions::hosts: this rank's host team (tag 2) and the hierarchy
-  // (tags 4 and 5), chosen with the default override and cost model.
+  // (tags 4 to 7), chosen with the default override and cost model.
   AlgoOverride user;
   CostModel model;
   std::optional<Team> host;

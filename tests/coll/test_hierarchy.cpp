@@ -127,17 +127,72 @@ TEST_CASE("hierarchical and host-ordered allreduce: count 1000003",
   }
 }
 
+TEST_CASE("hierarchical broadcast: placements, every root, element sizes",
+          "[broadcast][hierarchy]") {
+  for (std::string_view hosts : kPlacements) {
+    const int n = static_cast<int>(hosts.size());
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1031}}) {
+        for (DataType dt : {DataType::u8, DataType::f16, DataType::f32, DataType::u64}) {
+          Case c{n, count, dt, ReduceOp::sum, false, 64, root};
+          c.algorithm = "hierarchical";
+          c.hosts = hosts;
+          INFO(describe_case(c));
+          REQUIRE(check_broadcast(c) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical allgather: placements, counts, element sizes, in and out of place",
+          "[allgather][hierarchy]") {
+  for (std::string_view hosts : kPlacements) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1031}}) {
+      for (DataType dt : {DataType::u8, DataType::f16, DataType::f32, DataType::u64}) {
+        for (bool in_place : {false, true}) {
+          Case c{static_cast<int>(hosts.size()), count, dt, ReduceOp::sum, in_place, 64, 0};
+          c.algorithm = "hierarchical";
+          c.hosts = hosts;
+          INFO(describe_case(c));
+          REQUIRE(check_allgather(c) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical broadcast and allgather: count 1000003", "[hierarchy][large]") {
+  for (std::string_view hosts : {"aab", "abab", "abcabca", "aaaabbbb"}) {
+    const int n = static_cast<int>(hosts.size());
+    Case c{n, kBig, DataType::f32, ReduceOp::sum, false, kDefaultSegment, n - 1};
+    c.algorithm = "hierarchical";
+    c.hosts = hosts;
+    INFO(describe_case(c));
+    REQUIRE(check_broadcast(c) == "");
+    c.count = kBig / 8;
+    c.in_place = true;
+    REQUIRE(check_allgather(c) == "");
+  }
+}
+
 TEST_CASE("hierarchical algorithms refuse a team on one host; selection is the same on every rank",
           "[hierarchy][tuner]") {
   CollectiveCall call;
   call.kind = CollectiveKind::allreduce;
-  for (std::string_view name : {"hierarchical", "ring_by_host"}) {
-    const AlgorithmSpec* spec = find_algorithm(CollectiveKind::allreduce, name);
+  for (auto [kind, name] : {std::pair{CollectiveKind::allreduce, "hierarchical"},
+                            std::pair{CollectiveKind::allreduce, "ring_by_host"},
+                            std::pair{CollectiveKind::broadcast, "hierarchical"},
+                            std::pair{CollectiveKind::allgather, "hierarchical"}}) {
+    const AlgorithmSpec* spec = find_algorithm(kind, name);
     REQUIRE(spec);
     Team one_host;
     one_host.members = {0, 1, 2};
+    call.kind = kind;
     CHECK(spec->refusal(one_host, call) != nullptr);
   }
+  call.kind = CollectiveKind::allreduce;
   for (std::string_view hosts : {"aabbb", "abab", "abcabca"}) {
     const int n = static_cast<int>(hosts.size());
     // Per rank, per size: the algorithm chosen and every estimate.

@@ -178,11 +178,13 @@ case $case_name in
     ;;
   hierarchical)
     # Five ranks on two simulated hosts, placed round-robin (3 + 2): the
-    # hierarchical allreduce (shared memory within a host, TCP across) and
-    # the ring in host order, forced, and the automatic choice; every
+    # hierarchical allreduce, broadcast and allgather (shared memory within a
+    # host, TCP across) and the ring in host order, forced, and the automatic
+    # choice; every
     # collective's result is checked in full on every rank.
     for algo in hierarchical ring_by_host auto; do
       rules="allreduce:0-inf:$algo"
+      [ $algo = hierarchical ] && rules="$rules;broadcast:0-inf:$algo;allgather:0-inf:$algo"
       [ $algo = auto ] && rules=""
       : >"$out"; : >"$err"
       CHORUS_LOG_LEVEL=debug CHORUS_ALGO="$rules" run -np 5 --tag-output bash -c \
@@ -198,6 +200,10 @@ case $case_name in
           fail "auto: no allreduce chose a host-aware algorithm across interleaved hosts"
       fi
       if [ $algo = hierarchical ]; then
+        for kind in broadcast allgather; do
+          grep -qE "$kind [0-9]+ bytes: hierarchical \(CHORUS_ALGO chose" "$err" ||
+            fail "no $kind ran the hierarchical algorithm"
+        done
         grep -qE "world stage: reduce_scatterv of [0-9]+ bytes on team host \(3 ranks\): shm" "$err" ||
           fail "the hierarchical allreduce did not reduce-scatter through shared memory within a host"
       fi

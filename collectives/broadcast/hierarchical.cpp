@@ -1,0 +1,67 @@
+// Hierarchical broadcast: the data crosses to each other host once, then
+// spreads within every host at once.
+//
+// Terms (patterns/hierarchy.hpp): H hosts; the representative of a host is
+// the root on the root's host and the rank of local index 0 on the others;
+// B = count * element size.
+//
+// Steps (each a broadcast of its own, its algorithm chosen for its team):
+//   1. broadcast from the root among the representatives (a team of one rank
+//      per host, in host order, made for the call);
+//   2. broadcast within each host from its representative.
+//
+// Bytes: B into each host but the root's, once (a flat pipelined chain
+// crosses a host boundary at every step where the placement interleaves
+// hosts); within a host, what its broadcast algorithm moves (shared memory:
+// one copy in, one out per rank).
+#include "collectives/call.hpp"
+#include "collectives/common/subcall.hpp"
+#include "collectives/patterns/hierarchy.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
+namespace chorus {
+namespace {
+
+void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+  const Hierarchy& h = *ctx.team.hierarchy;
+  const patterns::HostGroups& g = *h.groups;
+  const int me = ctx.rank(), root_host = g.host_of[c.root];
+  std::vector<int> reps;  // transport ranks, host order
+  int my_rep = 0;         // the local index of this host's representative
+  for (int host = 0; host < g.host_count(); ++host) {
+    const int rep = host == root_host ? c.root : g.hosts[host].front();
+    reps.push_back(h.world->member(rep));
+    if (host == g.host_of[me]) my_rep = g.local_index[rep];
+  }
+  CollectiveCall stage = c;
+  if (g.local_index[me] == my_rep) {
+    const Team across =
+        Team::of(*h.world->transport, std::move(reps), h.cross_tag, nullptr, "representatives");
+    stage.root = root_host;
+    run_on(ctx, across, stage);
+  }
+  stage.root = my_rep;
+  run_on(ctx, *h.local, stage);
+}
+
+// A broadcast across hosts, then one within the widest host.
+double hierarchical_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const Hierarchy& h = *team.hierarchy;
+  const double b = static_cast<double>(bytes);
+  double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::broadcast, bytes);
+  if (h.widest > 1) us += 2 * m.shm_alpha_us + b * m.shm_us_per_byte;
+  return us;
+}
+
+}  // namespace
+
+extern const AlgorithmSpec hierarchical_broadcast_spec{
+    CollectiveKind::broadcast,
+    "hierarchical",
+    "a broadcast among one rank per host, then within every host: the data enters each host once",
+    needs_several_hosts,
+    hierarchical_broadcast_estimate,
+    hierarchical_broadcast};
+
+}  // namespace chorus
