@@ -1,12 +1,11 @@
 # Sourced by the multi-host tests: $1 is chorusrun, $2 the C allreduce
-# example. Sets up H simulated hosts (SIMHOSTS, tests/netns/simhosts.sh) with
-# `netns_setup H RATE`; everything is removed on exit, however the test ends.
-set -u
-CHORUSRUN=$1
+# example. The launcher tests' helpers (fail, MARKER, TMP,
+# expect_no_leftovers), plus `netns_setup H RATE`, which sets up H simulated
+# hosts (SIMHOSTS, tests/netns/simhosts.sh); everything is removed on exit,
+# however the test ends.
+. "$(dirname "$0")/../launcher/common.sh"
 EXAMPLE=$2
 . "$(dirname "$0")/simhosts.sh"
-TMP=$(mktemp -d)
-MARKER="chorus-netns-$(basename "$0" .sh)-$$-$RANDOM"
 AGENT='ip netns exec {host}'
 
 cleanup() {
@@ -17,12 +16,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' INT TERM  # the EXIT trap cleans up
-unset CHORUS_RANK CHORUS_WORLD_SIZE CHORUS_STORE_ADDR CHORUS_JOB_TOKEN TF_CONFIG
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
 netns_setup() {
   simhosts_up "$1" "$2"
@@ -39,14 +32,4 @@ on() {
   local host=$1
   shift
   timeout -k 5 60 ip netns exec "$host" "$@"
-}
-
-# Fails when a process with the marker still exists shortly after the job.
-expect_no_leftovers() {
-  for _ in $(seq 50); do
-    pgrep -f "$MARKER" >/dev/null || return 0
-    sleep 0.1
-  done
-  pgrep -af "$MARKER" >&2
-  fail "processes with marker $MARKER survived the job"
 }

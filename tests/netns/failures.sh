@@ -8,6 +8,30 @@
 netns_setup 2 10gbit
 h0=${SIMHOSTS[0]} h1=${SIMHOSTS[1]}
 
+# expect_rank3_killed RC START: the job that began at START ended with
+# 128 + SIGKILL within 10 s, naming rank 3 on h1, and left nothing.
+expect_rank3_killed() {
+  local rc=$1 elapsed=$((SECONDS - $2))
+  cat "$TMP/err"
+  [ "$rc" = 137 ] || fail "exit status $rc, expected 137 (128 + SIGKILL)"
+  [ $elapsed -lt 10 ] || fail "took $elapsed s to stop"
+  grep -q "rank 3 (pid [0-9]* on $h1) killed by signal 9" "$TMP/err" ||
+    fail "the message does not name rank 3 on $h1"
+  expect_no_leftovers
+}
+
+# expect_launch_failure HOSTS AGENT NAMED: the job fails within seconds and
+# its error names host NAMED; the ranks started elsewhere stop.
+expect_launch_failure() {
+  local start=$SECONDS
+  on "$h0" "$CHORUSRUN" -H "$1" --launch-agent "$2" bash -c "exec -a $MARKER sleep 60" 2>"$TMP/err" &&
+    fail "a failing launch agent gave exit status 0"
+  cat "$TMP/err"
+  grep -q "host $3 (rank [0-9]*): its launch agent failed" "$TMP/err" || fail "host $3 not named"
+  [ $((SECONDS - start)) -lt 10 ] || fail "the launch failure took $((SECONDS - start)) s to report"
+  expect_no_leftovers
+}
+
 # Ranks that sleep with the marker in their command line; rank 3 (on h1)
 # kills itself with SIGKILL once every rank is up.
 start=$SECONDS
@@ -16,29 +40,14 @@ on "$h0" "$CHORUSRUN" -H "$h0:2,$h1:2" --launch-agent "$AGENT" bash -c \
    if [ \$CHORUS_RANK = 3 ]; then
      while [ \$(ls $TMP | grep -c '^up') -lt 4 ]; do sleep 0.1; done; kill -9 \$\$
    fi; wait" 2>"$TMP/err"
-rc=$?
-elapsed=$((SECONDS - start))
-cat "$TMP/err"
-[ $rc = 124 ] && fail "chorusrun hung"
-[ $rc = 137 ] || fail "exit status $rc, expected 137 (128 + SIGKILL)"
-[ $elapsed -lt 10 ] || fail "took $elapsed s to stop"
-grep -q "rank 3 (pid [0-9]* on $h1) killed by signal 9" "$TMP/err" ||
-  fail "the message does not name rank 3 on $h1"
-expect_no_leftovers
+expect_rank3_killed $? $start
 
 # Real Chorus ranks (the C example): rank 3 on h1 dies by SIGKILL before it
 # joins; the ranks waiting for it are stopped and chorusrun names it.
 start=$SECONDS
 on "$h0" "$CHORUSRUN" -H "$h0:2,$h1:2" --launch-agent "$AGENT" bash -c \
   "[ \$CHORUS_RANK = 3 ] && kill -9 \$\$; exec -a $MARKER $EXAMPLE 1000" >/dev/null 2>"$TMP/err"
-rc=$?
-elapsed=$((SECONDS - start))
-cat "$TMP/err"
-[ $rc = 137 ] || fail "example job: exit status $rc, expected 137"
-[ $elapsed -lt 10 ] || fail "example job took $elapsed s to stop"
-grep -q "rank 3 (pid [0-9]* on $h1) killed by signal 9" "$TMP/err" ||
-  fail "the example job's message does not name rank 3 on $h1"
-expect_no_leftovers
+expect_rank3_killed $? $start
 
 # --timeout stops the ranks on both hosts.
 on "$h0" "$CHORUSRUN" --timeout 1 -H "$h0:1,$h1:1" --launch-agent "$AGENT" \
@@ -51,7 +60,7 @@ expect_no_leftovers
 on "$h0" "$CHORUSRUN" -x "MARK=$MARKER-int" -H "$h0:1,$h1:2" --launch-agent "$AGENT" \
   bash -c "touch $TMP/int.\$CHORUS_RANK; exec -a $MARKER sleep 60" 2>"$TMP/err" &
 job=$!
-for _ in $(seq 100); do [ "$(ls "$TMP" | grep -c '^int')" = 3 ] && break; sleep 0.1; done
+wait_for_files "$TMP/int" 3 || fail "the ranks did not start: $(cat "$TMP/err")"
 pkill -INT -f "^$CHORUSRUN -x MARK=$MARKER-int" || fail "no chorusrun to interrupt"
 wait $job
 rc=$?
@@ -62,7 +71,7 @@ expect_no_leftovers
 # stops its ranks (no orphans).
 on "$h0" "$CHORUSRUN" -x "MARK=$MARKER-kill" -H "$h0:1,$h1:2" --launch-agent "$AGENT" \
   bash -c "touch $TMP/kill.\$CHORUS_RANK; exec -a $MARKER sleep 60" 2>"$TMP/err" &
-for _ in $(seq 100); do [ "$(ls "$TMP" | grep -c '^kill')" = 3 ] && break; sleep 0.1; done
+wait_for_files "$TMP/kill" 3 || fail "the ranks did not start: $(cat "$TMP/err")"
 pkill -KILL -f "^$CHORUSRUN -x MARK=$MARKER-kill" || fail "no chorusrun to kill"
 expect_no_leftovers
 
@@ -82,22 +91,9 @@ expect_no_leftovers
 
 # A launch agent that fails, or a host that does not exist, is named
 # within seconds, and the ranks already started elsewhere stop.
-start=$SECONDS
-on "$h0" "$CHORUSRUN" -H "$h0:1,$h1:1" --launch-agent "false {host}" \
-  bash -c "exec -a $MARKER sleep 60" 2>"$TMP/err"
-rc=$?
-cat "$TMP/err"
-[ $rc != 0 ] || fail "a failing launch agent gave exit status 0"
-grep -q "host $h1 (rank 1): its launch agent failed" "$TMP/err" || fail "host $h1 not named"
+expect_launch_failure "$h0:1,$h1:1" "false {host}" "$h1"
 nope=chs$$nohost
-on "$h0" "$CHORUSRUN" -H "$h0:1,$h1:1,$nope:1" --launch-agent "$AGENT" \
-  bash -c "exec -a $MARKER sleep 60" 2>"$TMP/err"
-rc=$?
-cat "$TMP/err"
-[ $rc != 0 ] || fail "a host that does not exist gave exit status 0"
-grep -q "host $nope (rank 2): its launch agent failed" "$TMP/err" || fail "host $nope not named"
-[ $((SECONDS - start)) -lt 10 ] || fail "launch failures took $((SECONDS - start)) s to report"
-expect_no_leftovers
+expect_launch_failure "$h0:1,$h1:1,$nope:1" "$AGENT" "$nope"
 
 # The store's address cannot be chosen when the first other host does not
 # resolve: the error names it and suggests --store-addr.

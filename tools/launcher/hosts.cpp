@@ -17,6 +17,17 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(space) - first + 1);
 }
 
+// Every field between separators (any of them), empty ones included.
+std::vector<std::string_view> split(std::string_view text, std::string_view separators) {
+  std::vector<std::string_view> fields;
+  for (size_t pos = 0;;) {
+    size_t end = text.find_first_of(separators, pos);
+    fields.push_back(text.substr(pos, end == std::string_view::npos ? end : end - pos));
+    if (end == std::string_view::npos) return fields;
+    pos = end + 1;
+  }
+}
+
 // Host names go into a launch agent's shell command ({host}), so only the
 // characters of host names and addresses are accepted.
 void check_host_name(std::string_view name, const std::string& where) {
@@ -47,18 +58,14 @@ void add_host(std::vector<HostSlots>& hosts, std::string_view name, int slots) {
 
 std::vector<HostSlots> parse_host_list(std::string_view text) {
   std::vector<HostSlots> hosts;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view entry = trim(text.substr(pos, comma - pos));
+  for (std::string_view entry : split(text, ",")) {
+    entry = trim(entry);
     const std::string where = fmt::format("-H '{}'", entry);
     size_t colon = entry.find(':');
     std::string_view name = entry.substr(0, colon);
     check_host_name(name, where);
     add_host(hosts, name,
              colon == std::string_view::npos ? 1 : parse_slots(entry.substr(colon + 1), where));
-    pos = comma + 1;
   }
   return hosts;
 }
@@ -66,24 +73,14 @@ std::vector<HostSlots> parse_host_list(std::string_view text) {
 std::vector<HostSlots> parse_hostfile(std::string_view text, const std::string& origin) {
   std::vector<HostSlots> hosts;
   int line_number = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (std::string_view line : split(text, "\n")) {
     ++line_number;
     line = trim(line.substr(0, line.find('#')));
     if (line.empty()) continue;
     const std::string where = fmt::format("{}:{}", origin, line_number);
     std::string_view name;
     int slots = 1;
-    size_t word_pos = 0;
-    while (word_pos < line.size()) {
-      size_t end = line.find_first_of(" \t", word_pos);
-      if (end == std::string_view::npos) end = line.size();
-      std::string_view word = line.substr(word_pos, end - word_pos);
-      word_pos = end + 1;
+    for (std::string_view word : split(line, " \t")) {
       if (word.empty()) continue;
       if (name.empty()) {
         name = word;
