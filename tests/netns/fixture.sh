@@ -32,7 +32,8 @@ s.shutdown(socket.SHUT_WR); s.recv(1); print(f"{time.time() - start:.3f}")' "$3"
   wait
 }
 # 100 MB at 1 Gbit/s take at least 0.8 s; unshaped veth moves them in a
-# fraction of that.
+# fraction of that. (The 10gbit case is not measured: on a 2-core test
+# machine the senders, not tbf, stop near 5 Gbit/s, shaped or not.)
 t=$(send_mb "$h0" "$h1" "$h1" 100) || fail "no TCP between the hosts"
 echo "100 MB at 1gbit: $t s"
 python3 -c "import sys; sys.exit(0 if float('$t') >= 0.7 else 1)" || fail "1gbit link moved 100 MB in $t s"

@@ -35,6 +35,12 @@ got=$(placement -H "$h0:2,$h1:2" --map-by node)
 # The store listens on h0's address towards the other hosts.
 addr=$(on "$h0" "$CHORUSRUN" -H "$h0:1,$h1:1" --launch-agent "$AGENT" bash -c 'echo $CHORUS_STORE_ADDR' | sort -u)
 [[ "$addr" =~ ^10\.250\.0\.1:[0-9]+$ ]] || fail "store address '$addr'"
+# --store-addr chooses it; -np below the slot count fills the first host first.
+addr=$(on "$h0" "$CHORUSRUN" -H "$h0:1,$h1:1" --store-addr "$SIMHOSTS_SUBNET.1" \
+  --launch-agent "$AGENT" bash -c 'echo $CHORUS_STORE_ADDR' | sort -u)
+[[ "$addr" =~ ^10\.250\.0\.1:[0-9]+$ ]] || fail "--store-addr gave '$addr'"
+got=$(placement -np 3 -H "$h0:2,$h1:2")
+[ "$got" = "0 $h0 0 2;1 $h0 1 2;2 $h1 0 1;" ] || fail "-np 3 by slot: $got"
 
 out=$(on "$h0" "$CHORUSRUN" -H "$h0:2,$h1:2" --map-by node --launch-agent "$AGENT" "$EXAMPLE" 100003) ||
   fail "2x2 by node failed: $out"
