@@ -91,7 +91,6 @@ class Job {
   void start_remote(const std::string& store_addr, const std::string& token);
   void remote_exit(int status, const std::string& what);
   void report(int rank, int status, const std::string& what);  // host agent: to chorusrun
-  std::string store_host() const;
   int local_size() const { return static_cast<int>(global_rank_.size()); }
   void reap();
   void begin_stop();
@@ -335,14 +334,6 @@ void Job::read_output(int index, int stream) {
   fd.reset();
 }
 
-// The store must be reachable from every host: across hosts it listens on
-// --store-addr or on our end of the route to the first remote host.
-std::string Job::store_host() const {
-  if (o_.remote_hosts.empty()) return "127.0.0.1";
-  if (!o_.store_addr.empty()) return o_.store_addr;
-  return local_address_towards(o_.remote_hosts.front().name);
-}
-
 void Job::start_remote(const std::string& store_addr, const std::string& token) {
   JobOptions shared = o_;
   shared.store_addr = store_addr;
@@ -382,7 +373,7 @@ int Job::run() {
 
   const std::string token = o_.host_agent ? o_.token : random_token();
   std::optional<TcpStoreServer> server;
-  if (!o_.host_agent) server.emplace(token, store_host(), 0);
+  if (!o_.host_agent) server.emplace(token, store_listen_host(o_), 0);
   const std::string store_addr = server ? server->address() : o_.store_addr;
   if (!o_.remote_hosts.empty())
     remote_.emplace(o_, [this](int status, const std::string& what) { remote_exit(status, what); });

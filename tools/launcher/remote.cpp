@@ -143,6 +143,24 @@ std::string local_address_towards(const std::string& host) {
   return bootstrap::numeric_host(reinterpret_cast<sockaddr*>(&mine), len);
 }
 
+std::string store_listen_host(const JobOptions& o) {
+  if (o.remote_hosts.empty()) return "127.0.0.1";
+  const std::string host =
+      o.store_addr.empty() ? local_address_towards(o.remote_hosts.front().name) : o.store_addr;
+  // Only an address of ours can be bound.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  AddrInfo found;
+  int rc = getaddrinfo(host.c_str(), "0", &hints, &found.list);
+  UniqueFd probe(rc == 0 ? socket(found.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1);
+  if (!probe.valid() || bind(probe.get(), found.list->ai_addr, found.list->ai_addrlen) != 0)
+    throw UsageError(fmt::format(
+        "the job's store cannot listen on '{}' ({}); give --store-addr with an address of this "
+        "machine that the hosts reach",
+        host, rc != 0 ? gai_strerror(rc) : strerrordesc_np(errno)));
+  return host;
+}
+
 RemoteHosts::RemoteHosts(const JobOptions& options, ExitHandler on_exit)
     : o_(options),
       on_exit_(std::move(on_exit)),

@@ -45,6 +45,11 @@ bool is_local_host(const std::string& name);
 // store; throws UsageError naming the host when it does not resolve.
 std::string local_address_towards(const std::string& host);
 
+// Where the job's store listens: 127.0.0.1 on one host; across hosts
+// --store-addr, else local_address_towards(the first remote host). Throws
+// UsageError, suggesting --store-addr, when this machine cannot listen there.
+std::string store_listen_host(const JobOptions& options);
+
 class RemoteHosts {
  public:
   // A remote rank's end or a host's failure: status 0 is a clean exit.
