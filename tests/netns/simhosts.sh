@@ -54,12 +54,19 @@ simhosts_remove_id() {
   return 0
 }
 
+# simhosts_alive ID: whether process ID runs (a zombie, killed but not yet
+# reaped by its parent, does not).
+simhosts_alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${state:0:1}" != Z ]
+}
+
 # simhosts_sweep: removes the leftovers of runs whose process is gone.
 simhosts_sweep() {
   local id
   for id in $( (ip netns list 2>/dev/null | awk '{print $1}'; ls /etc/netns 2>/dev/null) |
     sed -nE 's/^chs([0-9]+)(h[0-9]+|sw)$/\1/p' | sort -u); do
-    kill -0 "$id" 2>/dev/null || simhosts_remove_id "$id"
+    simhosts_alive "$id" || simhosts_remove_id "$id"
   done
 }
 
