@@ -95,6 +95,18 @@ expect_launch_failure "$h0:1,$h1:1" "false {host}" "$h1"
 nope=chs$$nohost
 expect_launch_failure "$h0:1,$h1:1,$nope:1" "$AGENT" "$nope"
 
+# A launch agent that never answers (a host that does not reply) is given
+# up after CHORUS_CONNECT_TIMEOUT, named, and killed.
+start=$SECONDS
+CHORUS_CONNECT_TIMEOUT=1 on "$h0" "$CHORUSRUN" -H "$h0:1,$h1:1" \
+  --launch-agent "bash -c 'exec -a $MARKER sleep 30' # {host}" bash -c "exec -a $MARKER sleep 60" 2>"$TMP/err" &&
+  fail "a silent launch agent gave exit status 0"
+cat "$TMP/err"
+grep -q "host $h1 (rank 1): no answer from its launch agent within 1 s" "$TMP/err" ||
+  fail "the silent agent's host is not named"
+[ $((SECONDS - start)) -lt 10 ] || fail "a silent agent took $((SECONDS - start)) s to report"
+expect_no_leftovers
+
 # The store's address cannot be chosen when the first other host does not
 # resolve: the error names it and suggests --store-addr.
 on "$h0" "$CHORUSRUN" -H "$h0:1,$nope:1" --launch-agent "$AGENT" true 2>"$TMP/err" &&
