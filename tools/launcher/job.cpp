@@ -122,6 +122,7 @@ class Job {
   OutputForwarder output_;
   std::optional<RemoteHosts> remote_;  // the other hosts' agents
   bool launcher_gone_ = false;         // host agent: stdin reached its end
+  std::vector<std::string> exports_;   // -x as VAR=VALUE, for every host
   UniqueFd sigfd_;
   std::optional<JobGuard> guard_;  // kills the ranks' groups if chorusrun is killed
   sigset_t old_mask_{};
@@ -138,7 +139,7 @@ void Job::spawn_all(const std::string& store_addr, const std::string& token) {
   for (char** e = environ; *e != nullptr; ++e) base.vars_.emplace_back(*e);
   for (const char* name : kManaged) base.unset(name);
   if (o_.tf_config || o_.ps > 0) base.unset("TF_CONFIG");
-  for (const auto& x : exports_to_send(o_.exports)) {
+  for (const auto& x : exports_) {
     auto eq = x.find('=');
     base.set(x.substr(0, eq), x.substr(eq + 1));
   }
@@ -338,7 +339,7 @@ void Job::start_remote(const std::string& store_addr, const std::string& token) 
   JobOptions shared = o_;
   shared.store_addr = store_addr;
   shared.token = token;
-  shared.exports = exports_to_send(o_.exports);
+  shared.exports = exports_;
   for (pid_t pid : remote_->start(shared)) guard_->watch(pid);
 }
 
@@ -371,6 +372,7 @@ int Job::run() {
   guard_.emplace(static_cast<std::size_t>(local_size()) + o_.remote_hosts.size());
   if (o_.host_agent) say_prefix = "chorusrun@" + o_.host_name;
 
+  exports_ = exports_to_send(o_.exports);
   const std::string token = o_.host_agent ? o_.token : random_token();
   std::optional<TcpStoreServer> server;
   if (!o_.host_agent) server.emplace(token, store_listen_host(o_), 0);
@@ -409,6 +411,7 @@ int Job::run() {
       }
     const size_t remote_fds = fds.size();
     if (remote_) remote_->add_fds(fds);
+    const size_t agent_fds = fds.size() - remote_fds;
     if (drain_deadline && (fds.size() == 1 || drain_deadline->expired())) break;
     // A host agent watches its stdin: its end means chorusrun is gone or
     // stops the job. Not while draining: it may close first.
@@ -454,7 +457,7 @@ int Job::run() {
     for (size_t i = 0; i < who.size(); ++i)
       if (fds[i + 1].revents) read_output(who[i].first, who[i].second);
     if (remote_) {
-      remote_->handle(fds.data() + remote_fds);
+      remote_->handle(fds.data() + remote_fds, agent_fds);
       remote_->check_deadlines();
     }
 

@@ -242,9 +242,10 @@ void RemoteHosts::add_fds(std::vector<pollfd>& fds) const {
     if (agent.from_agent.valid()) fds.push_back({agent.from_agent.get(), POLLIN, 0});
 }
 
-void RemoteHosts::handle(const pollfd* fds) {
-  for (size_t i = 0; i < agents_.size(); ++i)
-    if (agents_[i].from_agent.valid() && fds++->revents != 0) drain(i);
+void RemoteHosts::handle(const pollfd* fds, size_t count) {
+  for (size_t k = 0; k < count; ++k)
+    for (size_t i = 0; fds[k].revents != 0 && i < agents_.size(); ++i)
+      if (agents_[i].from_agent.valid() && agents_[i].from_agent.get() == fds[k].fd) drain(i);
 }
 
 // Reads everything the agent's stdout holds now, up to its end.

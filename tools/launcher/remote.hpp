@@ -61,7 +61,7 @@ class RemoteHosts {
   // Returns the agents' pids, for the job's guard.
   std::vector<pid_t> start(const JobOptions& shared);
   void add_fds(std::vector<pollfd>& fds) const;  // the agents' stdout
-  void handle(const pollfd* fds);                // what add_fds appended
+  void handle(const pollfd* fds, size_t count);  // those of add_fds that poll answered
   bool reaped(pid_t pid, int status);            // false: not an agent
   bool is_agent(pid_t pid) const;
   void stop();             // closes every agent's stdin: they stop their ranks and exit
