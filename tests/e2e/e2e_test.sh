@@ -26,6 +26,7 @@ job_token() { grep -om1 'token [0-9a-f]*' "$out" | cut -d' ' -f2; }
 segments_of() { ls /dev/shm | grep "^chorus-$1-" || true; }
 # exit_status_in RC STATUS...: whether RC is one of the statuses.
 exit_status_in() { local rc=$1 s; shift; for s; do [ "$rc" = "$s" ] && return 0; done; return 1; }
+. "$(dirname "$0")/peer_failure.sh"
 
 case $case_name in
   example)
@@ -57,16 +58,7 @@ case $case_name in
     [ $rc -ne 124 ] || fail "timed out"
     # The first rank chorusrun reaps: the victim (SIGKILL) or a survivor (3).
     exit_status_in $rc 137 3 || fail "exit status $rc, expected 137 or 3"
-    killed_at=$(grep -o "^rank $victim: killing myself at [0-9]*" "$out" | awk '{print $NF}')
-    [ -n "$killed_at" ] || fail "the victim did not kill itself"
-    for r in 0 1 3; do
-      grep -q "^rank $r: allreduce failed: code 4 .*rank $victim" "$out" ||
-        fail "rank $r did not report a peer failure naming rank $victim"
-      seen=$(grep -o "^rank $r: failed at [0-9]*" "$out" | awk '{print $NF}')
-      lag=$(( (seen - killed_at) / 1000000 ))
-      [ $lag -lt 10000 ] || fail "rank $r saw the failure ${lag} ms after the kill (limit 10 s)"
-      echo "rank $r failed ${lag} ms after rank $victim was killed"
-    done
+    expect_peer_failure_reports "$out" $victim 0 1 3
     ! grep -q WRONG "$out" || fail "a rank computed a wrong result"
     token=$(job_token)
     [ -n "$token" ] || fail "no job token printed"

@@ -1,8 +1,11 @@
 // One chorusrun job: N ranks forked on this machine around an in-process TCP
 // store, supervised until they all exit, one fails, chorusrun is signalled or
-// the timeout expires.
+// the timeout expires. Across hosts, the ranks of other hosts are started by
+// a host agent on each (tools/launcher/remote.hpp), and the same supervision
+// runs in the agent over that host's ranks.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,27 @@ struct JobOptions {
   std::string bind_to = "auto";
   std::vector<std::string> exports;  // "VAR" (pass chorusrun's value) or "VAR=VALUE"
   std::vector<std::string> command;  // program and arguments
+
+  // Across hosts. `np` stays the world size; `ranks` are the ranks started
+  // on this host (none given: all np), `remote_hosts` those started through
+  // `launch_agent` ({host} replaced by the host's name).
+  std::optional<std::vector<int>> ranks;
+  struct RemoteHost {
+    std::string name;
+    std::vector<int> ranks;
+  };
+  std::vector<RemoteHost> remote_hosts;
+  std::string launch_agent = "ssh -o BatchMode=yes {host}";
+  // With remote hosts: the address the store listens on (the hosts must
+  // reach it); empty: the local end of the route to the first remote host.
+  // In a host agent: the store's "host:port".
+  std::string store_addr;
+  std::string host_name;  // this host's name in the host list ("" on one host), for messages
+  // chorusrun --host-agent: this process runs one host's ranks for a
+  // chorusrun elsewhere; the store is at store_addr with this token; each
+  // rank's exit is reported on stdout and the ranks stop when stdin closes.
+  bool host_agent = false;
+  std::string token;
 };
 
 // Runs the job and returns chorusrun's exit status: 0 when every rank exited

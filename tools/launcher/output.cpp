@@ -22,7 +22,16 @@ void write_fully(int fd, std::string_view data) {
   }
 }
 
-OutputForwarder::OutputForwarder(int ranks) : pending_(static_cast<size_t>(ranks) * 2) {}
+OutputForwarder::OutputForwarder(int ranks, bool tag)
+    : OutputForwarder(ranks, [tag](int rank, int stream, std::string_view line) {
+        // One write per line: lines from different ranks never interleave.
+        write_fully(stream, tag ? fmt::format("[1,{}]<{}>:{}\n", rank,
+                                              stream == 1 ? "stdout" : "stderr", line)
+                                : fmt::format("{}\n", line));
+      }) {}
+
+OutputForwarder::OutputForwarder(int ranks, Sink sink)
+    : emit_(std::move(sink)), pending_(static_cast<size_t>(ranks) * 2) {}
 
 void OutputForwarder::feed(int rank, int stream, std::string_view data) {
   std::string& buf = pending_[static_cast<size_t>(rank) * 2 + (stream - 1)];
@@ -31,26 +40,20 @@ void OutputForwarder::feed(int rank, int stream, std::string_view data) {
   for (;;) {
     size_t nl = buf.find('\n', start);
     if (nl == std::string::npos) break;
-    emit(rank, stream, std::string_view(buf).substr(start, nl - start));
+    emit_(rank, stream, std::string_view(buf).substr(start, nl - start));
     start = nl + 1;
   }
   buf.erase(0, start);
   while (buf.size() >= kMaxLine) {
-    emit(rank, stream, std::string_view(buf).substr(0, kMaxLine));
+    emit_(rank, stream, std::string_view(buf).substr(0, kMaxLine));
     buf.erase(0, kMaxLine);
   }
 }
 
 void OutputForwarder::finish(int rank, int stream) {
   std::string& buf = pending_[static_cast<size_t>(rank) * 2 + (stream - 1)];
-  if (!buf.empty()) emit(rank, stream, buf);
+  if (!buf.empty()) emit_(rank, stream, buf);
   buf.clear();
-}
-
-void OutputForwarder::emit(int rank, int stream, std::string_view line) {
-  // One write per line: lines from different ranks never interleave.
-  write_fully(stream,
-              fmt::format("[1,{}]<{}>:{}\n", rank, stream == 1 ? "stdout" : "stderr", line));
 }
 
 }  // namespace chorus::launcher
