@@ -2,8 +2,8 @@
 //
 //   chorusrun -np N [--tag-output] [--timeout SEC] [-x VAR[=VALUE]]... [--tf-config | --ps K]
 //             [-H h1:2,h2:2 | --hostfile FILE] [--map-by slot|node]
-//             [--launch-agent 'ssh -o BatchMode=yes {host}'] [--store-addr ADDR]
-//             program [args...]
+//             [--launch-agent 'ssh -o BatchMode=yes -o ConnectTimeout=10 {host}'] [--store-addr
+//             ADDR] program [args...]
 //
 // Hosts the job's TCP store on 127.0.0.1 (kernel-chosen port, random job
 // token), forks N ranks with CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK,
@@ -122,9 +122,10 @@ int main(int argc, char** argv) {
   app.add_option("--map-by", map_by,
                  "slot (default): fill each host's slots in turn; node: one rank per host in turn")
       ->check(CLI::IsMember({"slot", "node"}));
-  app.add_option("--launch-agent", options.launch_agent,
-                 "Command that runs a program on another host, {host} replaced by its name "
-                 "(default: ssh -o BatchMode=yes {host}; e.g. ip netns exec {host})");
+  app.add_option(
+      "--launch-agent", options.launch_agent,
+      "Command that runs a program on another host, {host} replaced by its name "
+      "(default: ssh -o BatchMode=yes -o ConnectTimeout=10 {host}; e.g. ip netns exec {host})");
   app.add_option("--store-addr", options.store_addr,
                  "Address of this machine that every host reaches, for the job's store "
                  "(default: this machine's end of the route to the first other host)");

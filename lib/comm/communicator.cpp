@@ -96,8 +96,9 @@ Communicator::Communicator(CommSetup setup)
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
   if (!all_here) {
     hierarchy_ = std::make_unique<TeamHierarchy>(
-        world_, host_, patterns::group_by_host(hosts_.host_of_rank), team_tag(id_, 4),
-        team_tag(id_, 5), algo_override_, cost_model_);
+        world_, host_, patterns::group_by_host(hosts_.host_of_rank),
+        HierarchyTags{team_tag(id_, 4), team_tag(id_, 5), team_tag(id_, 6), team_tag(id_, 7)},
+        algo_override_, cost_model_);
     world_.hierarchy = &hierarchy_->view();
   }
   for (auto& k : cache_key_) k.store(kNoChoice);

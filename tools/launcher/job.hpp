@@ -41,7 +41,7 @@ struct JobOptions {
     std::vector<int> ranks;
   };
   std::vector<RemoteHost> remote_hosts;
-  std::string launch_agent = "ssh -o BatchMode=yes {host}";
+  std::string launch_agent = "ssh -o BatchMode=yes -o ConnectTimeout=10 {host}";
   // With remote hosts: the address the store listens on (the hosts must
   // reach it); empty: the local end of the route to the first remote host.
   // In a host agent: the store's "host:port".
