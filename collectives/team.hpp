@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/core/error.hpp"
+#include "collectives/tuner/cost_model.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -37,7 +38,6 @@ struct HostGroups;  // patterns/hierarchy.hpp
 }
 struct Team;
 struct AlgoOverride;  // tuner/selection.hpp
-struct CostModel;     // tuner/cost_model.hpp
 
 // The teams a hierarchical algorithm composes, for a team whose ranks span
 // hosts (collectives/team_hierarchy.hpp builds it; patterns/hierarchy.hpp
@@ -72,6 +72,9 @@ struct Team {
   // plan of a team that would have one (chorus-info --plan; never run).
   const shm::Layout* shm_layout = nullptr;
   std::string name = "world";  // for logs and errors ("world", "host", "leaders")
+  // Where its members are (link classes, for estimates); the same on every
+  // member.
+  Placement placement;
   // Set on a team whose ranks span hosts: its sub-teams (hierarchical
   // algorithms refuse a team without one).
   const Hierarchy* hierarchy = nullptr;

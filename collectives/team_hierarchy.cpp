@@ -1,6 +1,7 @@
 #include "collectives/team_hierarchy.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "base/core/error.hpp"
 #include "collectives/shm/domain.hpp"  // Team::of reads the layout
@@ -15,7 +16,28 @@ std::vector<int> members_at(const Team& team, const std::vector<int>& indices) {
   return out;
 }
 
+// The host of each of `indices` (indices of the world).
+std::vector<int> hosts_at(const patterns::HostGroups& g, const std::vector<int>& indices) {
+  std::vector<int> out;
+  out.reserve(indices.size());
+  for (int i : indices) out.push_back(g.host_of[static_cast<std::size_t>(i)]);
+  return out;
+}
+
 }  // namespace
+
+Placement placement_of(const std::vector<int>& host_of_index) {
+  Placement p;
+  const std::size_t n = host_of_index.size();
+  std::map<int, int> leaving, members;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int host = host_of_index[i];
+    p.host_load = std::max(p.host_load, ++members[host]);
+    if (host != host_of_index[(i + 1) % n])
+      p.ring_crossings = std::max(p.ring_crossings, ++leaving[host]);
+  }
+  return p;
+}
 
 TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::HostGroups groups,
                              const HierarchyTags& tags, const AlgoOverride& user,
@@ -37,7 +59,11 @@ TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::Hos
                         "leaders");
   host_ordered_ = Team::of(*world.transport, members_at(world, groups_.host_order()),
                            tags.host_order, nullptr, "host-ordered");
+  if (lane_) lane_->placement = placement_of(hosts_at(groups_, groups_.lane(lane)));
+  if (leaders_) leaders_->placement = placement_of(hosts_at(groups_, groups_.lane(0)));
+  host_ordered_.placement = placement_of(hosts_at(groups_, groups_.host_order()));
   lane_shape_.members.resize(static_cast<std::size_t>(groups_.host_count()));
+  lane_shape_.placement = placement_of(hosts_at(groups_, groups_.lane(0)));
   lane_shape_.name = "lane (shape)";
   view_.world = &world;
   view_.groups = &groups_;

@@ -12,6 +12,9 @@
 
 namespace chorus {
 
+// The placement of a team whose index i is on host host_of_index[i].
+Placement placement_of(const std::vector<int>& host_of_index);
+
 struct HierarchyTags {
   uint32_t lane = 0;
   uint32_t host_order = 0;

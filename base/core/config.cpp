@@ -52,6 +52,18 @@ ConfigVar bytes_var(const char* name, const char* def, const char* doc,
   return {name, def, doc, [field](Config& c, std::string_view v) { c.*field = parse_bytes(v); },
           [field](const Config& c) { return format_bytes(c.*field); }};
 }
+ConfigVar positive_var(const char* name, const char* def, const char* doc, double Config::*field) {
+  return {name, def, doc,
+          [field, name](Config& c, std::string_view v) {
+            std::string text(v);
+            char* end = nullptr;
+            const double x = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !(x > 0) || x > 1e12)
+              throw UsageError(fmt::format("{} must be a positive number, not '{}'", name, v));
+            c.*field = x;
+          },
+          [field](const Config& c) { return fmt::format("{}", c.*field); }};
+}
 ConfigVar seconds_var(const char* name, const char* def, const char* doc, double Config::*field) {
   return {name, def, doc,
           [field, name](Config& c, std::string_view v) {
@@ -208,6 +220,14 @@ std::vector<ConfigVar> build_registry() {
                           "Fusion engine: warn about a tensor that some ranks submitted and "
                           "others did not after this long (it fails at CHORUS_TIMEOUT).",
                           &Config::fusion_stall_s));
+  r.push_back(positive_var("CHORUS_NET_ALPHA_US", "30",
+                           "Cost model: microseconds of a message step between hosts (latency "
+                           "of the network plus the transport's own).",
+                           &Config::net_alpha_us));
+  r.push_back(positive_var("CHORUS_NET_GBPS", "10",
+                           "Cost model: each host's network link, Gbit/s (the messages that leave "
+                           "a host at once share it).",
+                           &Config::net_gbps));
   r.push_back(int_var("CHORUS_FUSION_CACHE", "1024",
                       "Fusion engine: tensor names remembered for the one-collective "
                       "negotiation (a byte each per cycle); later names negotiate in full.",

@@ -28,6 +28,8 @@ struct Config {
 
   std::string log_level = "warn";
   double timeout_s = 300;             // default deadline of every blocking call
+  double net_alpha_us = 30;           // cost model: a message step between hosts
+  double net_gbps = 10;               // cost model: a host's link, Gbit/s
   double connect_timeout_s = 60;      // bootstrap and connection set-up
   std::size_t segment_bytes = 0;      // pipelining unit of ring algorithms; 0: auto (tuner)
   int spin_us = -1;                   // spin before sleeping in waits; -1: auto (resolve_spin_us)

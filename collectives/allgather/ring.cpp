@@ -48,7 +48,8 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
 double ring_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+  return (n - 1) * m.alpha(team.placement) +
+         (n - 1) / n * static_cast<double>(bytes) * m.ring_per_byte(team.placement);
 }
 
 extern const AlgorithmSpec ring_allgather_spec{

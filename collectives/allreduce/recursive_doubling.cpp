@@ -75,7 +75,8 @@ double recursive_doubling_estimate(const CostModel& m, const Team& team, std::si
   const int p = patterns::pow2_floor(n);
   const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
                b = static_cast<double>(bytes);
-  return (rounds + 2 * extra) * (m.alpha_us + b * m.us_per_byte) +
+  return (rounds + 2 * extra) *
+             (m.alpha(team.placement) + b * m.exchange_per_byte(team.placement)) +
          (rounds + extra) * b * m.reduce_us_per_byte;
 }
 

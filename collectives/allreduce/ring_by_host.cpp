@@ -23,13 +23,11 @@ void ring_by_host_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
   ring_allreduce(ordered, c.send, c.recv, c.count, c.dtype, c.op);
 }
 
-// The ring's estimate: the cost model has one class of link, so the order
-// of the ranks does not show in it yet; where the ranks are not grouped by
-// host this order crosses fewer boundaries, so it wins ties.
+// The ring's estimate over the host order: each host's link carries one
+// ring edge each way, where the rank order may make it carry several.
 double ring_by_host_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const AlgorithmSpec* ring = find_algorithm(CollectiveKind::allreduce, "ring");
-  const double us = ring->estimate_us(m, team, bytes);
-  return team.hierarchy->grouped ? us : us * 0.999;
+  return ring->estimate_us(m, *team.hierarchy->host_ordered, bytes);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ void pairwise_alltoall(CollectiveContext& ctx, const CollectiveCall& c, const Ca
 double pairwise_alltoall_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+  return (n - 1) * m.alpha(team.placement) +
+         (n - 1) / n * static_cast<double>(bytes) * m.exchange_per_byte(team.placement);
 }
 
 }  // namespace

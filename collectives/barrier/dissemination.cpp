@@ -26,7 +26,7 @@ void dissemination_barrier(CollectiveContext& ctx) {
 }
 
 double dissemination_estimate(const CostModel& m, const Team& team, std::size_t) {
-  return log2_ceil(team.size()) * m.alpha_us;
+  return log2_ceil(team.size()) * m.alpha(team.placement);
 }
 
 extern const AlgorithmSpec dissemination_barrier_spec{

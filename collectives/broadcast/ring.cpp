@@ -71,7 +71,8 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
 // confirmation's hop back to the root.
 double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
-  return team.size() * m.alpha_us + static_cast<double>(bytes) * m.us_per_byte;
+  return team.size() * m.alpha(team.placement) +
+         static_cast<double>(bytes) * m.ring_per_byte(team.placement);
 }
 
 extern const AlgorithmSpec ring_broadcast_spec{

@@ -45,7 +45,8 @@ void linear_gather(CollectiveContext& ctx, const CollectiveCall& c, const CallSh
 double linear_gather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return 2 * m.alpha_us + (n - 1) / n * static_cast<double>(bytes) * m.us_per_byte;
+  return 2 * m.alpha(team.placement) +
+         (n - 1) / n * static_cast<double>(bytes) * m.per_byte(team.placement, 1);
 }
 
 }  // namespace

@@ -62,8 +62,10 @@ void tree_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
 
 double tree_reduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double b = static_cast<double>(bytes);
-  return m.alpha_us +  // the root's confirmation
-         log2_ceil(team.size()) * (m.alpha_us + b * (m.us_per_byte + m.reduce_us_per_byte));
+  const Placement& p = team.placement;
+  return m.alpha(p) +  // the root's confirmation
+         log2_ceil(team.size()) *
+             (m.alpha(p) + b * (m.exchange_per_byte(p) + m.reduce_us_per_byte));
 }
 
 }  // namespace

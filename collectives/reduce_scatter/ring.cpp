@@ -67,7 +67,8 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
 double ring_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha_us + (n - 1) / n * b * (m.us_per_byte + m.reduce_us_per_byte);
+  return (n - 1) * m.alpha(team.placement) +
+         (n - 1) / n * b * (m.ring_per_byte(team.placement) + m.reduce_us_per_byte);
 }
 
 extern const AlgorithmSpec ring_reduce_scatter_spec{

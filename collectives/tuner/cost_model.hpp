@@ -11,14 +11,40 @@
 
 namespace chorus {
 
+// Where a team's ranks are, as far as costs go: the two link classes are the
+// same host and another host. Set by whoever builds the team from the host
+// map (collectives/team_hierarchy.hpp: describe_placement); the default is a
+// team on one host.
+struct Placement {
+  int ring_crossings = 0;  // most edges of the ring in team order that leave one host; 0: one host
+  int host_load = 1;       // most members on one host
+  bool spans_hosts() const { return ring_crossings > 0; }
+};
+
 struct CostModel {
   double alpha_us = 10;                // per point-to-point message step
   double us_per_byte = 0.0004;         // 1/beta: ~2.5 GB/s
   double reduce_us_per_byte = 0.0002;  // gamma: ~5 GB/s
   double shm_alpha_us = 0.3;           // per synchronisation through shared memory
   double shm_us_per_byte = 0.0001;     // a byte copied through the segment: ~10 GB/s
-  bool oversubscribed = false;         // more ranks on this host than cores
+  // Between hosts (CHORUS_NET_ALPHA_US, CHORUS_NET_GBPS): a host's link is
+  // shared by every message that leaves the host at once.
+  double net_alpha_us = 30;
+  double net_us_per_byte = 0.0008;  // 10 Gbit/s
+  bool oversubscribed = false;      // more ranks on this host than cores
   static CostModel defaults(int ranks_on_host, int cores);
+
+  // A message step of a team in placement p: over the network when the
+  // team spans hosts. Per byte, `flows` messages share a host's link.
+  double alpha(const Placement& p) const { return p.spans_hosts() ? net_alpha_us : alpha_us; }
+  double per_byte(const Placement& p, int flows) const {
+    return p.spans_hosts() ? net_us_per_byte * (flows < 1 ? 1 : flows) : us_per_byte;
+  }
+  // Ring steps: each host's link carries its ring edges that leave it.
+  double ring_per_byte(const Placement& p) const { return per_byte(p, p.ring_crossings); }
+  // Exchanges with any member (doubling, trees, pairwise): all of a host's
+  // members may send across at once.
+  double exchange_per_byte(const Placement& p) const { return per_byte(p, p.host_load); }
 };
 
 // Segment size of the ring pipelines for a call of `bytes` per rank:

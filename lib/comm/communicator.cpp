@@ -94,9 +94,13 @@ Communicator::Communicator(CommSetup setup)
   config_.spin_us = resolve_spin_us(config_.spin_us);
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
+  cost_model_.net_alpha_us = config_.net_alpha_us;
+  cost_model_.net_us_per_byte = 8e-3 / config_.net_gbps;  // bits: 1e-6 s/us, 8 bits a byte
   if (!all_here) {
+    patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
+    world_.placement = placement_of(groups.host_of);
     hierarchy_ = std::make_unique<TeamHierarchy>(
-        world_, host_, patterns::group_by_host(hosts_.host_of_rank),
+        world_, host_, std::move(groups),
         HierarchyTags{team_tag(id_, 4), team_tag(id_, 5), team_tag(id_, 6), team_tag(id_, 7)},
         algo_override_, cost_model_);
     world_.hierarchy = &hierarchy_->view();
