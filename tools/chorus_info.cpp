@@ -1,8 +1,10 @@
 // chorus-info: what Chorus would do here.
 //   chorus-info --config           every CHORUS_* variable: value, default, doc
-//   chorus-info --plan [--collective C] [--np N] [--ranks-on-host M]
+//   chorus-info --plan [--collective C] [--np N] [--ranks-on-host M | --hosts A,A,B,B]
 //                                  the algorithm per size, every candidate's
-//                                  estimate or refusal, and why
+//                                  estimate or refusal, and why (--hosts: the
+//                                  ranks on hosts, as a communicator across
+//                                  them would choose)
 //   chorus-info --transports [--np N] [--hosts A,A,B,B]
 //                                  which transport each peer pair uses and why;
 //                                  under chorusrun (or another launcher) the
@@ -11,17 +13,22 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "base/bootstrap/env.hpp"
 #include "base/core/config.hpp"
 #include "base/core/error.hpp"
 #include "base/topology/host.hpp"
 #include "collectives/call.hpp"
+#include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/team.hpp"
+#include "collectives/team_hierarchy.hpp"
 #include "collectives/tuner/selection.hpp"
 #include "lib/comm/host_domain.hpp"
+#include "transports/inproc/inproc.hpp"
 #include "transports/routes.hpp"
 
 namespace {
@@ -98,9 +105,11 @@ bool print_job_routes(const chorus::Config& config) {
 
 // The plan of one collective per size: the algorithm chosen and why, and
 // every candidate's estimate or refusal, for `ranks` ranks of which
-// `ranks_on_host` share this host.
+// `ranks_on_host` share this host, or placed on hosts by `labels` (--hosts):
+// then the world has the hierarchy a communicator would give it, as rank 0
+// sees it (no choice depends on the rank).
 void print_plan(const chorus::Config& config, const std::string& collective, int ranks,
-                int ranks_on_host) {
+                int ranks_on_host, const std::string& labels) {
   using namespace chorus;
   CollectiveCall call;
   for (int k = 1; k < kCollectiveKinds; ++k)
@@ -109,7 +118,16 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
   if (call.kind == CollectiveKind::none || call.kind == CollectiveKind::send)
     throw UsageError(fmt::format("--collective: unknown collective '{}'", collective));
   auto user = AlgoOverride::parse(config.algo);
-  auto model = CostModel::defaults(ranks_on_host, online_cores());
+  patterns::HostGroups groups;
+  if (!labels.empty()) {
+    groups = patterns::group_by_host(hypothetical_hosts(config, ranks, labels).host_of_rank);
+    ranks_on_host = static_cast<int>(groups.hosts.front().size());
+  }
+  const bool hosts = groups.host_count() > 1;
+  int widest = ranks_on_host;
+  for (const auto& h : groups.hosts) widest = std::max(widest, static_cast<int>(h.size()));
+  auto model = CostModel::defaults(widest, online_cores());
+  model.set_network(config.net_alpha_us, config.net_gbps);
   // Shared memory when every rank is here and allowed (transports/routes.hpp).
   const bool shm = ranks > 1 && ranks_on_host == ranks &&
                    (config.transport == "auto" || config.transport == "shm");
@@ -117,8 +135,23 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
   Team team;
   for (int r = 0; r < ranks; ++r) team.members.push_back(r);
   team.shm_layout = shm ? &layout : nullptr;
-  fmt::print("{} plan for {} ranks ({} on this host, {} cores{}){}\n", collective, ranks,
-             ranks_on_host, online_cores(),
+  // Across hosts: rank 0's teams over an in-process transport (never used).
+  InprocTransport transport(make_inproc_fabric(ranks), 0);
+  std::optional<Team> local;
+  std::optional<TeamHierarchy> hierarchy;
+  const shm::Layout host_layout = host_shm_layout(config, ranks_on_host, online_cores());
+  if (hosts) {
+    team = Team::whole(transport, 1);
+    team.placement = placement_of(groups.host_of);
+    local = Team::of(transport, groups.hosts.front(), 2, nullptr, "host");
+    if (ranks_on_host > 1 && (config.transport == "auto" || config.transport == "shm"))
+      local->shm_layout = &host_layout;
+    hierarchy.emplace(team, *local, groups, HierarchyTags{4, 5, 6, 7}, user, model);
+    team.hierarchy = &hierarchy->view();
+  }
+  fmt::print("{} plan for {} ranks ({} on {}, {} cores{}){}\n", collective, ranks, ranks_on_host,
+             hosts ? fmt::format("rank 0's host of {}", groups.host_count()) : "this host",
+             online_cores(),
              shm ? fmt::format("; shared memory: all {} ranks share this host", ranks) : "",
              user.empty() ? "" : ", with CHORUS_ALGO");
   auto algos = algorithms_for(call.kind);
@@ -162,8 +195,8 @@ int main(int argc, char** argv) {
   app.add_flag("--transports", transports_flag,
                "Print which transport each peer pair uses and why (under a launcher: this job's)");
   app.add_option("--hosts", hosts,
-                 "Host of each rank as comma-separated labels, e.g. a,a,b,b (--transports "
-                 "without a launcher; default: all on this host)");
+                 "Host of each rank as comma-separated labels, e.g. a,a,b,b (--plan, and "
+                 "--transports without a launcher; default: all on this host)");
   CLI11_PARSE(app, argc, argv);
   try {
     const auto& config = chorus::global_config();
@@ -172,7 +205,8 @@ int main(int argc, char** argv) {
     if (transports_flag && !print_job_routes(config))
       print_routes(config, hypothetical_hosts(config, ranks, hosts),
                    hosts.empty() ? "all on this host" : "--hosts");
-    if (plan_flag) print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks);
+    if (plan_flag)
+      print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks, hosts);
   } catch (const chorus::Error& e) {
     std::fprintf(stderr, "chorus-info: %s\n", e.what());
     return 2;

@@ -33,6 +33,11 @@ struct CostModel {
   double net_us_per_byte = 0.0008;  // 10 Gbit/s
   bool oversubscribed = false;      // more ranks on this host than cores
   static CostModel defaults(int ranks_on_host, int cores);
+  // The link between hosts: latency per message step, and rate in Gbit/s.
+  void set_network(double alpha_us, double gbps) {
+    net_alpha_us = alpha_us;
+    net_us_per_byte = 8e-3 / gbps;  // 8 bits a byte, 1e-9 s per ns of a Gbit/s bit, in us
+  }
 
   // A message step of a team in placement p: over the network when the
   // team spans hosts. Per byte, `flows` messages share a host's link.

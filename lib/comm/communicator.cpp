@@ -94,8 +94,7 @@ Communicator::Communicator(CommSetup setup)
   config_.spin_us = resolve_spin_us(config_.spin_us);
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
-  cost_model_.net_alpha_us = config_.net_alpha_us;
-  cost_model_.net_us_per_byte = 8e-3 / config_.net_gbps;  // bits: 1e-6 s/us, 8 bits a byte
+  cost_model_.set_network(config_.net_alpha_us, config_.net_gbps);
   if (!all_here) {
     patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
     world_.placement = placement_of(groups.host_of);

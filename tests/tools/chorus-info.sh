@@ -21,6 +21,11 @@ expect "plan: shared memory chosen at 8 bytes" '^ +8 +shm ' "$info" --plan --np 
 expect "plan: refusals listed" 'shm: .*refused here: no shared-memory domain' "$info" --plan --np 8 --ranks-on-host 4
 expect "plan of another collective" '^reduce plan for 4 ranks' "$info" --plan --np 4 --collective reduce
 "$info" --plan --collective nosuch >/dev/null 2>&1 && fail "--collective nosuch was accepted"
+expect "plan across hosts: the hierarchical allreduce for large calls" '^ +128M +hierarchical ' \
+  "$info" --plan --np 8 --hosts a,a,a,a,b,b,b,b
+expect "plan across hosts: the hierarchical broadcast is a candidate" 'hierarchical: a broadcast among' \
+  "$info" --plan --np 4 --hosts a,b,a,b --collective broadcast
+"$info" --plan --np 4 --hosts a,b >/dev/null 2>&1 && fail "--hosts with fewer labels than ranks was accepted"
 expect "transports: one host" '^collectives: shared memory' "$info" --transports --np 2
 expect "transports: two hosts" '^collectives: point-to-point algorithms \(the 4 ranks run on 2 hosts\)' \
   "$info" --transports --np 4 --hosts a,a,b,b
