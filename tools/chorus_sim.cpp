@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
   app.add_option("--beta-inter-gbps", beta_inter,
                  "each host's network link, GB/s each way (1.25 = 10 Gbit/s)")
       ->capture_default_str();
-  app.add_option("--gamma-gbps", gamma, "reduction speed, GB/s (charged on every receive)")
+  app.add_option("--gamma-gbps", gamma,
+                 "reduction speed, GB/s (charged on receives outside the output buffer)")
       ->capture_default_str();
   app.add_option("--cores-per-host", cores, "what the tuner is told (0: as many as ranks)")
       ->capture_default_str();

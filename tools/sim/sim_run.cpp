@@ -137,6 +137,7 @@ std::vector<SizeResult> simulate_allreduce(const World& w, const std::vector<std
       call.dtype = DataType::f32;
       call.op = ReduceOp::sum;
       call.wire = DataType::f32;
+      me.transport.set_output(std::as_bytes(std::span(recv).first(call.count)));
       const char* refusal = spec.refusal(me.world, call);
       if (r == 0) {
         CollectiveCall whole = call;

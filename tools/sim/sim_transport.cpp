@@ -182,7 +182,10 @@ void SimTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds 
   if (s != kMatched || r.done()) return;
   double& clock = fabric_->clocks_[static_cast<std::size_t>(rank_)];
   clock = std::max(clock, r.arrival);
-  if (reduces(static_cast<CollectiveKind>(r.signature().kind)))
+  const auto at = reinterpret_cast<std::uintptr_t>(r.recv_data.data());
+  const auto out = reinterpret_cast<std::uintptr_t>(output_.data());
+  const bool into_output = !r.recv_data.empty() && at >= out && at < out + output_.size();
+  if (reduces(static_cast<CollectiveKind>(r.signature().kind)) && !into_output)
     clock += static_cast<double>(r.bytes()) * fabric_->scale_ *
              fabric_->state_->net.params().reduce_us_per_byte;
   r.completion().complete();

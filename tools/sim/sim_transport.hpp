@@ -9,12 +9,15 @@
 //    (NetClock::send).
 //  - A receive completes only when its own rank waits for it
 //    (wait_for_progress, reached from wait_all with Spin{0}); the rank's clock
-//    then becomes max(clock, arrival), plus gamma * bytes for a reducing
-//    collective (allreduce, reduce, reduce_scatter(v)): every receive of such
-//    a call is charged, which over-counts the pure forwarding steps (the
-//    allgather half of a ring allreduce) but needs no knowledge of what the
-//    algorithm does with the bytes. poll() does nothing, so a clock only
-//    moves through waits and never depends on thread timing.
+//    then becomes max(clock, arrival), plus gamma * bytes when the bytes are
+//    to be reduced. The transport cannot see the reduction, so the rule is:
+//    a receive of a reducing collective (allreduce, reduce, reduce_scatter(v))
+//    is charged unless it lands in the call's output buffer (set_output). The
+//    algorithms receive operands into scratch and reduce them from there,
+//    while the pure copies (the allgather half of a ring, the last stage of
+//    hierarchical, recursive doubling's unfold) land in the output. poll()
+//    does nothing, so a clock only moves through waits and never depends on
+//    thread timing.
 //  - Payload scale: every message stands for `scale` times its bytes
 //    (set_scale). chorus-sim runs a call of B bytes on buffers of B / scale,
 //    so that 1024 ranks x 256 MiB need neither the memory nor the reduction
@@ -75,10 +78,14 @@ class SimTransport : public Transport {
   void check_failed() override;
   void close() override {}
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
+  // The output buffer of this rank's next call: receives into it are not
+  // charged gamma.
+  void set_output(std::span<const std::byte> output) { output_ = output; }
 
  private:
   std::shared_ptr<SimFabric> fabric_;
   int rank_;
+  std::span<const std::byte> output_;
 };
 
 }  // namespace chorus::sim
