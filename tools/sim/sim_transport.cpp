@@ -7,7 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <tuple>
+#include <utility>
 
 #include "base/core/completion.hpp"
 #include "base/core/error.hpp"
@@ -40,17 +40,33 @@ struct Channel {
 
 }  // namespace
 
+// The channels into one rank, by (source, tag), under their own lock: ranks
+// that exchange messages with different peers do not contend.
+struct Inbox {
+  std::mutex mutex;
+  std::map<std::pair<int, uint32_t>, Channel> channels;
+};
+
 struct SimFabric::State {
-  std::mutex mutex;  // guards everything below
+  std::mutex net_mutex;  // guards net's link calendars
   NetClock net;
-  std::map<std::tuple<int, int, uint32_t>, Channel> channels;  // (src, dst, tag)
-  bool aborted = false;
+  std::unique_ptr<Inbox[]> inboxes;  // per destination rank
+  std::mutex abort_mutex;            // guards the abort code and message until aborted is set
+  std::atomic<bool> aborted{false};
   chorus_result_t abort_code = CHORUS_ERR_ABORTED;
   std::string abort_message;
 
-  State(NetParams params, std::vector<int> host_of) : net(params, std::move(host_of)) {}
+  State(NetParams params, std::vector<int> host_of)
+      : net(params, host_of), inboxes(std::make_unique<Inbox[]>(host_of.size())) {}
 
-  // With the mutex held: delivers `m` into `r` (or fails it). Returns whether
+  // Fails `r` with the abort's error if the fabric was aborted.
+  bool refuse(Request& r) {
+    if (!aborted.load()) return false;
+    r.completion().fail(io_error(abort_code, abort_message));
+    return true;
+  }
+
+  // With the inbox's mutex held: delivers `m` into `r` (or fails it). Returns whether
   // the sizes and signatures matched.
   static bool deliver(Message& m, SimRequest& r, int dst) {
     if (!(m.sig == r.signature()) || m.data.size() != r.recv_data.size()) {
@@ -77,10 +93,13 @@ SimFabric::SimFabric(NetParams params, std::vector<int> host_of_rank)
 SimFabric::~SimFabric() = default;
 
 void SimFabric::reset(double scale) {
-  std::lock_guard lock(state_->mutex);
+  std::lock_guard lock(state_->net_mutex);
   std::fill(clocks_.begin(), clocks_.end(), 0.0);
   state_->net.reset();
-  state_->channels.clear();
+  for (int r = 0; r < size_; ++r) {
+    std::lock_guard in(state_->inboxes[r].mutex);
+    state_->inboxes[r].channels.clear();
+  }
   state_->aborted = false;
   scale_ = scale;
 }
@@ -92,18 +111,22 @@ double SimFabric::makespan() const {
 void SimFabric::fail_all(chorus_result_t code, const std::string& message) {
   std::vector<SimPtr> woken;
   {
-    std::lock_guard lock(state_->mutex);
-    if (state_->aborted) return;
-    state_->aborted = true;
+    std::lock_guard lock(state_->abort_mutex);
+    if (state_->aborted.load()) return;
     state_->abort_code = code;
     state_->abort_message = message;
-    for (auto& [key, ch] : state_->channels)
+    state_->aborted.store(true);
+  }
+  // A receive posted from now on fails when posted (refuse, under its inbox's lock).
+  for (int dst = 0; dst < size_; ++dst) {
+    std::lock_guard lock(state_->inboxes[dst].mutex);
+    for (auto& [key, ch] : state_->inboxes[dst].channels)
       for (auto& r : ch.recvs) {
         r->completion().fail(io_error(code, message));
         r->state.store(kFailed, std::memory_order_release);
         woken.push_back(r);
       }
-    state_->channels.clear();
+    state_->inboxes[dst].channels.clear();
   }
   for (auto& r : woken) futex_wake_all(r->state);
 }
@@ -122,19 +145,22 @@ RequestPtr SimTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
   auto req = std::make_shared<SimRequest>(peer, true, tag, sig, data.size());
   auto& st = *fabric_->state_;
   SimPtr woken;
+  if (st.refuse(*req)) return req;
+  Message m;
+  m.src = rank_;
+  m.sig = sig;
+  m.data.assign(data.begin(), data.end());
+  const double bytes = static_cast<double>(data.size()) * fabric_->scale_;
+  if (st.net.host_of(rank_) == st.net.host_of(peer)) {  // books nothing
+    m.arrival = st.net.send(rank_, peer, fabric_->clock(rank_), bytes);
+  } else {
+    std::lock_guard lock(st.net_mutex);
+    m.arrival = st.net.send(rank_, peer, fabric_->clock(rank_), bytes);
+  }
   {
-    std::lock_guard lock(st.mutex);
-    if (st.aborted) {
-      req->completion().fail(io_error(st.abort_code, st.abort_message));
-      return req;
-    }
-    Message m;
-    m.src = rank_;
-    m.sig = sig;
-    m.data.assign(data.begin(), data.end());
-    m.arrival = st.net.send(rank_, peer, fabric_->clock(rank_),
-                            static_cast<double>(data.size()) * fabric_->scale_);
-    Channel& ch = st.channels[{rank_, peer, tag}];
+    Inbox& inbox = st.inboxes[peer];
+    std::lock_guard lock(inbox.mutex);
+    Channel& ch = inbox.channels[{rank_, tag}];
     if (ch.recvs.empty()) {
       ch.messages.push_back(std::move(m));
     } else {
@@ -156,12 +182,10 @@ RequestPtr SimTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
   auto req = std::make_shared<SimRequest>(peer, false, tag, sig, data.size());
   req->recv_data = data;
   auto& st = *fabric_->state_;
-  std::lock_guard lock(st.mutex);
-  if (st.aborted) {
-    req->completion().fail(io_error(st.abort_code, st.abort_message));
-    return req;
-  }
-  Channel& ch = st.channels[{peer, rank_, tag}];
+  Inbox& inbox = st.inboxes[rank_];
+  std::lock_guard lock(inbox.mutex);
+  if (st.refuse(*req)) return req;
+  Channel& ch = inbox.channels[{peer, tag}];
   if (ch.messages.empty()) {
     ch.recvs.push_back(req);
   } else {
@@ -192,9 +216,8 @@ void SimTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds 
 }
 
 void SimTransport::check_failed() {
-  std::lock_guard lock(fabric_->state_->mutex);
-  if (fabric_->state_->aborted)
-    throw IoError(fabric_->state_->abort_code, fabric_->state_->abort_message);
+  const auto& st = *fabric_->state_;
+  if (st.aborted.load()) throw IoError(st.abort_code, st.abort_message);
 }
 
 void SimTransport::fail(chorus_result_t code, const std::string& message, const Spared&) {
