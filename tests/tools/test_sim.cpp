@@ -99,6 +99,29 @@ TEST_CASE("sim transport: a receive waits for its message, not the other way rou
   CHECK(fabric->clock(0) == Approx(10.0 + 10.0 + 1000 * 0.002));
 }
 
+TEST_CASE("sim placement: slot fills host after host, node deals round-robin", "[sim]") {
+  CHECK(place(6, 3, "slot") == std::vector<int>{0, 0, 1, 1, 2, 2});
+  CHECK(place(6, 3, "node") == std::vector<int>{0, 1, 2, 0, 1, 2});
+  CHECK(place(5, 2, "slot") == std::vector<int>{0, 0, 0, 1, 1});
+}
+
+TEST_CASE("sim runs every allreduce algorithm on unequal hosts, placed round-robin", "[sim]") {
+  World w;
+  w.host_of_rank = place(7, 3, "node");  // 3, 2 and 2 ranks
+  std::vector<const AlgorithmSpec*> algos;
+  for (const auto* a : algorithms_for(CollectiveKind::allreduce)) algos.push_back(a);
+  const auto results = simulate_allreduce(w, {8, 4096, 1 << 20}, algos);
+  for (const auto& r : results) {
+    for (const auto& a : r.algos) {
+      INFO(a.spec->name << " at " << r.bytes << ": " << a.error);
+      CHECK(a.error.empty());
+      CHECK((!a.refusal.empty() || a.time_us > 0));
+    }
+    CHECK(r.tuned);
+    CHECK(r.best());
+  }
+}
+
 namespace {
 
 double simulated(const std::string& algo, int n, std::size_t bytes, std::size_t max_real) {
