@@ -53,7 +53,11 @@ struct Hierarchy {
   uint32_t cross_tag = 0;         // the tag of teams made per call, one rank per host
   // A team of one rank per host, the same on every rank: what estimates of
   // the stage across hosts read (selection must not depend on the rank).
+  // Its placement, like the lanes', counts the lanes that share each host's
+  // link at once. across_shape: the same team alone on the links (a
+  // broadcast or allgather among one rank per host).
   const Team* lane_shape = nullptr;
+  const Team* across_shape = nullptr;
   int hosts = 1;
   int lanes = 1;
   int widest = 1;       // the most ranks any host has

@@ -24,6 +24,14 @@ std::vector<int> hosts_at(const patterns::HostGroups& g, const std::vector<int>&
   return out;
 }
 
+// The placement of `teams` teams like p that run at once, each with its
+// members on distinct hosts of the others': their flows share the links.
+Placement at_once(Placement p, int teams) {
+  p.ring_crossings *= teams;
+  p.host_load *= teams;
+  return p;
+}
+
 }  // namespace
 
 Placement placement_of(const std::vector<int>& host_of_index) {
@@ -59,12 +67,19 @@ TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::Hos
                         "leaders");
   host_ordered_ = Team::of(*world.transport, members_at(world, groups_.host_order()),
                            tags.host_order, nullptr, "host-ordered");
-  if (lane_) lane_->placement = placement_of(hosts_at(groups_, groups_.lane(lane)));
-  if (leaders_) leaders_->placement = placement_of(hosts_at(groups_, groups_.lane(0)));
+  // The lanes run at once, so each host's link carries every lane's traffic.
+  const Placement one_per_host = placement_of(hosts_at(groups_, groups_.lane(0)));
+  const Placement lanes_at_once = at_once(one_per_host, groups_.lanes());
+  if (lane_) lane_->placement = lanes_at_once;
+  if (leaders_) leaders_->placement = one_per_host;
   host_ordered_.placement = placement_of(hosts_at(groups_, groups_.host_order()));
   lane_shape_.members.resize(static_cast<std::size_t>(groups_.host_count()));
-  lane_shape_.placement = placement_of(hosts_at(groups_, groups_.lane(0)));
+  lane_shape_.placement = lanes_at_once;
   lane_shape_.name = "lane (shape)";
+  across_shape_.members = lane_shape_.members;
+  across_shape_.name = "one per host (shape)";
+  across_shape_.placement = one_per_host;
+  view_.across_shape = &across_shape_;
   view_.world = &world;
   view_.groups = &groups_;
   view_.lane_shape = &lane_shape_;

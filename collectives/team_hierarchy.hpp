@@ -40,6 +40,7 @@ class TeamHierarchy {
   std::optional<Team> leaders_;
   Team host_ordered_;
   Team lane_shape_;
+  Team across_shape_;
   Hierarchy view_;
 };
 

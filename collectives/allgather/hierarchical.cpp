@@ -84,7 +84,7 @@ void hierarchical_allgather(CollectiveContext& ctx, const CollectiveCall& c,
 double hierarchical_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
   const double b = static_cast<double>(bytes);
-  double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::allgather, bytes);
+  double us = stage_estimate_us(h, *h.across_shape, CollectiveKind::allgather, bytes);
   if (h.widest > 1) us += 4 * m.shm_alpha_us + 2 * b * m.shm_us_per_byte;
   return us;
 }

@@ -77,14 +77,14 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
 }
 
 // Within hosts, the shared-memory reduce-scatter and allgather of the widest
-// host; across hosts, the allreduce a lane would choose, for the whole
-// buffer: the lanes' chunks of B/L share each host's link, so together they
-// cost what one B would. Every input is the same on every rank, so is the
-// choice.
+// host; across hosts, the allreduce a lane would choose for its chunk (the
+// lane's placement counts the lanes that share each host's link). Every
+// input is the same on every rank, so is the choice.
 double hierarchical_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
   const double b = static_cast<double>(bytes), widest = h.widest;
-  double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::allreduce, bytes);
+  const std::size_t chunk = (bytes + static_cast<std::size_t>(h.lanes) - 1) / h.lanes;
+  double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::allreduce, chunk);
   if (h.widest > 1)
     us += 2 * (3 * m.shm_alpha_us + b * m.shm_us_per_byte) +
           (widest - 1) / widest * b * m.reduce_us_per_byte;

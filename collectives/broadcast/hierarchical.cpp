@@ -49,7 +49,7 @@ void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c, con
 double hierarchical_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
   const double b = static_cast<double>(bytes);
-  double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::broadcast, bytes);
+  double us = stage_estimate_us(h, *h.across_shape, CollectiveKind::broadcast, bytes);
   if (h.widest > 1) us += 2 * m.shm_alpha_us + b * m.shm_us_per_byte;
   return us;
 }

@@ -58,6 +58,7 @@ struct Rank {
        const CostModel& base)
       : transport(std::move(fabric), r), world(Team::whole(transport, 1)), model(base) {
     if (!groups) return;
+    world.placement = placement_of(groups->host_of);
     host = Team::of(transport, groups->hosts[static_cast<std::size_t>(groups->host_of[r])], 2,
                     nullptr, "host");
     hierarchy = std::make_unique<TeamHierarchy>(world, *host, *groups, HierarchyTags{4, 5, 6, 7},
@@ -88,8 +89,14 @@ std::vector<SizeResult> simulate_allreduce(const World& w, const std::vector<std
   const patterns::HostGroups groups = patterns::group_by_host(names);
   int widest = 0;
   for (const auto& h : groups.hosts) widest = std::max(widest, static_cast<int>(h.size()));
-  // As the communicator's busiest_host_model, every host having the same cores.
-  const CostModel base = CostModel::defaults(widest, w.cores_per_host ? w.cores_per_host : widest);
+  // As the communicator's busiest_host_model, every host having the same
+  // cores, with the links' parameters the model would have measured.
+  CostModel base = CostModel::defaults(widest, w.cores_per_host ? w.cores_per_host : widest);
+  base.alpha_us = w.net.intra.alpha_us;
+  base.us_per_byte = w.net.intra.us_per_byte;
+  base.net_alpha_us = w.net.inter.alpha_us;
+  base.net_us_per_byte = w.net.inter.us_per_byte;
+  base.reduce_us_per_byte = w.net.reduce_us_per_byte;
 
   std::vector<SizeResult> results(sizes.size());
   std::vector<Job> jobs;
@@ -163,6 +170,7 @@ std::vector<SizeResult> simulate_allreduce(const World& w, const std::vector<std
             w.segment_bytes ? w.segment_bytes : ring_segment_bytes(res.bytes, n, me.model, 0);
         const CostModel saved = me.model;
         me.model.us_per_byte *= static_cast<double>(k);
+        me.model.net_us_per_byte *= static_cast<double>(k);
         me.model.reduce_us_per_byte *= static_cast<double>(k);
         me.model.shm_us_per_byte *= static_cast<double>(k);
         auto ctx = CollectiveContext::over(me.world, me.scratch, sig,
