@@ -35,7 +35,8 @@
   X(hierarchical_allreduce)       \
   X(ring_by_host_allreduce)       \
   X(hierarchical_broadcast)       \
-  X(hierarchical_allgather)
+  X(hierarchical_allgather)       \
+  X(rabenseifner_allreduce)
 
 namespace chorus {
 
