@@ -36,7 +36,8 @@
   X(ring_by_host_allreduce)       \
   X(hierarchical_broadcast)       \
   X(hierarchical_allgather)       \
-  X(rabenseifner_allreduce)
+  X(rabenseifner_allreduce)       \
+  X(tree_broadcast)
 
 namespace chorus {
 

@@ -48,6 +48,7 @@ std::string describe_case(const Case& c);
 std::string check_allreduce(const Case& c);
 std::string check_reduce_scatter(const Case& c);
 std::string check_allgather(const Case& c);
+// c.algorithm: the registered broadcast to run; "": shm or the ring.
 std::string check_broadcast(const Case& c);
 // Random floats (reduction order changes the rounding; c.op sum, avg or
 // prod): every rank's result must be bit-identical to rank 0's and within

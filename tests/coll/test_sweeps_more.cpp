@@ -141,3 +141,26 @@ TEST_CASE("rabenseifner allreduce: every rank count, dtype, op and placement",
           "[allreduce][rabenseifner]") {
   sweep_allreduce("rabenseifner");
 }
+
+TEST_CASE("tree broadcast: every rank count, root, dtype and count", "[broadcast][tree]") {
+  // Broadcast is in place (recv on every rank); segments of one element, 64
+  // bytes and the default.
+  for (int n : kRanksWith7) {
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t count : {0, 1, 7, 1031}) {
+        for (DataType dt : kDtypes) {
+          for (std::size_t seg : {std::size_t{1}, std::size_t{64}, kDefaultSegment}) {
+            if (seg == 1 && count > 7) continue;
+            Case c{n, count, dt, ReduceOp::sum, true, seg, root, false, "tree"};
+            INFO(describe_case(c));
+            REQUIRE(check_broadcast(c) == "");
+          }
+        }
+      }
+    }
+    Case big{n,     kBig,  kDtypes[n % 10], ReduceOp::sum, true, n % 2 ? kDefaultSegment : 64 << 10,
+             n - 1, false, "tree"};
+    INFO(describe_case(big));
+    REQUIRE(check_broadcast(big) == "");
+  }
+}

@@ -111,6 +111,19 @@ TEST_CASE(
   CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose ring"));
 }
 
+TEST_CASE("cost model: the tree broadcast wins where its few steps count", "[tuner]") {
+  const AlgoOverride none;
+  const CostModel m = CostModel::defaults(1, 2);
+  // Broadcast on 8 ranks: 2 ceil(log2 n) = 6 steps against the chain's 8 for
+  // a small buffer; for a large one the chain, whose root sends it once.
+  CHECK(chosen(CollectiveKind::broadcast, 8, plan_team(8), none, m) == "tree");
+  CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), none, m) == "ring");
+  // CHORUS_ALGO forces each of them.
+  auto forced = AlgoOverride::parse("allreduce:0-1K:rabenseifner;broadcast:0-inf:tree");
+  CHECK(chosen(CollectiveKind::allreduce, 8, plan_team(8), forced, m) == "rabenseifner");
+  CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), forced, m) == "tree");
+}
+
 TEST_CASE("shared memory is an algorithm with a cost: chosen on one host, refused elsewhere",
           "[tuner]") {
   shm::Layout layout;
@@ -168,6 +181,7 @@ TEST_CASE("algorithm positions are part of the call contract and never move", "[
   }
   // Appended by issue 12.
   CHECK(algorithm_id(*find_algorithm(CollectiveKind::allreduce, "rabenseifner")) == 25);
+  CHECK(algorithm_id(*find_algorithm(CollectiveKind::broadcast, "tree")) == 26);
   CHECK(algorithm_by_id(0) == nullptr);
   CHECK(find_algorithm(CollectiveKind::barrier, "ring") == nullptr);
 }
