@@ -37,7 +37,8 @@
   X(hierarchical_broadcast)       \
   X(hierarchical_allgather)       \
   X(rabenseifner_allreduce)       \
-  X(tree_broadcast)
+  X(tree_broadcast)               \
+  X(double_binary_tree_allreduce)
 
 namespace chorus {
 

@@ -302,3 +302,51 @@ TEST_CASE("recursive halving then doubling: rank r reduces chunk r, then every r
     }
   }
 }
+
+TEST_CASE("double binary tree: two spanning binary trees, complementary interiors",
+          "[patterns][tree]") {
+  for (int n = 1; n <= 64; ++n) {
+    int depth_bound = 0;
+    while ((1 << depth_bound) < n) ++depth_bound;  // ceil(log2 n)
+    std::vector<int> interior_in(static_cast<std::size_t>(n));
+    for (int t = 0; t < 2; ++t) {
+      INFO("n " << n << " tree " << t);
+      const int root = dtree_root(n, t);
+      std::vector<int> parent(static_cast<std::size_t>(n)), claimed(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const TreeNode node = dtree_node(r, n, t);
+        if (t == 0) CHECK(node.parent == btree_node(r, n).parent);
+        parent[static_cast<std::size_t>(r)] = node.parent;
+        REQUIRE((r == root) == (node.parent == -1));
+        if (node.parent >= 0) {
+          REQUIRE(node.parent < n);
+          REQUIRE(node.parent != r);
+        }
+        REQUIRE(node.children.size() <= 2);
+        for (std::size_t i = 0; i < node.children.size(); ++i) {
+          const int c = node.children[i];
+          REQUIRE(c >= 0);
+          REQUIRE(c < n);
+          if (i > 0) CHECK(c > node.children[i - 1]);  // ascending, distinct
+          CHECK(dtree_node(c, n, t).parent == r);      // parent and children agree
+          ++claimed[static_cast<std::size_t>(c)];
+        }
+        if (!node.children.empty()) ++interior_in[static_cast<std::size_t>(r)];
+      }
+      // Spanning: every rank but the root is some rank's child exactly once,
+      // and climbs to the root within ceil(log2 n) hops (no cycles).
+      for (int r = 0; r < n; ++r) {
+        CHECK(claimed[static_cast<std::size_t>(r)] == (r == root ? 0 : 1));
+        int hops = 0;
+        for (int at = r; at != root; at = parent[static_cast<std::size_t>(at)])
+          REQUIRE(++hops <= depth_bound);
+      }
+    }
+    // Even n: no rank is interior in both trees. Odd n >= 3: only rank 0.
+    for (int r = 0; r < n; ++r) {
+      INFO("n " << n << " rank " << r);
+      const bool both = interior_in[static_cast<std::size_t>(r)] == 2;
+      CHECK(both == (n % 2 == 1 && n >= 3 && r == 0));
+    }
+  }
+}

@@ -164,3 +164,8 @@ TEST_CASE("tree broadcast: every rank count, root, dtype and count", "[broadcast
     REQUIRE(check_broadcast(big) == "");
   }
 }
+
+TEST_CASE("double binary tree allreduce: every rank count, dtype, op and placement",
+          "[allreduce][double_binary_tree]") {
+  sweep_allreduce("double_binary_tree");
+}

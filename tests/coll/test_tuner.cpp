@@ -111,16 +111,23 @@ TEST_CASE(
   CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose ring"));
 }
 
-TEST_CASE("cost model: the tree broadcast wins where its few steps count", "[tuner]") {
+TEST_CASE("cost model: the trees win where their few steps count", "[tuner]") {
   const AlgoOverride none;
   const CostModel m = CostModel::defaults(1, 2);
   // Broadcast on 8 ranks: 2 ceil(log2 n) = 6 steps against the chain's 8 for
   // a small buffer; for a large one the chain, whose root sends it once.
   CHECK(chosen(CollectiveKind::broadcast, 8, plan_team(8), none, m) == "tree");
   CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), none, m) == "ring");
+  // Allreduce of 64 KiB on 7 ranks: the double binary tree's 6 steps and 2B
+  // per rank against the ring's 12 steps, and the fold of recursive doubling
+  // and Rabenseifner (a whole buffer more) that 7 ranks need.
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(7), none, m) == "double_binary_tree");
   // CHORUS_ALGO forces each of them.
-  auto forced = AlgoOverride::parse("allreduce:0-1K:rabenseifner;broadcast:0-inf:tree");
+  auto forced = AlgoOverride::parse(
+      "allreduce:0-1K:rabenseifner,1K-inf:double_binary_tree;broadcast:0-inf:tree");
   CHECK(chosen(CollectiveKind::allreduce, 8, plan_team(8), forced, m) == "rabenseifner");
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 20, plan_team(8), forced, m) ==
+        "double_binary_tree");
   CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), forced, m) == "tree");
 }
 
@@ -182,6 +189,7 @@ TEST_CASE("algorithm positions are part of the call contract and never move", "[
   // Appended by issue 12.
   CHECK(algorithm_id(*find_algorithm(CollectiveKind::allreduce, "rabenseifner")) == 25);
   CHECK(algorithm_id(*find_algorithm(CollectiveKind::broadcast, "tree")) == 26);
+  CHECK(algorithm_id(*find_algorithm(CollectiveKind::allreduce, "double_binary_tree")) == 27);
   CHECK(algorithm_by_id(0) == nullptr);
   CHECK(find_algorithm(CollectiveKind::barrier, "ring") == nullptr);
 }
