@@ -99,16 +99,20 @@ TEST_CASE("reduce_scatterv: uneven and empty blocks, every algorithm, dtype and 
 // The algorithms of issue 12, forced by name: ranks {1,2,3,4,5,7,8}.
 namespace {
 
-// Every dtype and op, both placements, counts 0, 1, 7 and a prime (1031:
-// chunks of different sizes, many 64-byte segments); segments of 64 bytes
-// and one element for the small counts. Then 1000003 once per rank count,
-// dtype and op rotating, both placements and two segment sizes alternating,
-// and random floats that must end with the same bits on every rank.
+// Every dtype and op, both placements, counts 0, 1 and 7, 64-byte segments
+// (one-element ones for 7 in place); a prime, 1031 (chunks of different
+// sizes, many segments), for every dtype with the ops rotating. Then 1000003
+// once per rank count, dtype and op rotating, placement and segment size
+// alternating; and random floats that must end with the same bits on every
+// rank.
 void sweep_allreduce(std::string_view algo) {
   for (int n : kRanksWith7) {
     for (std::size_t count : {0, 1, 7, 1031}) {
-      for (DataType dt : kDtypes) {
-        for (ReduceOp op : kOps) {
+      for (int d = 0; d < 10; ++d) {
+        for (int o = 0; o < 5; ++o) {
+          if (count == 1031 && (d + o) % 5 != n % 5) continue;  // one op per dtype
+          const DataType dt = kDtypes[d];
+          const ReduceOp op = kOps[o];
           for (bool in_place : {false, true}) {
             const std::size_t seg = count == 7 && in_place ? 1 : 64;
             Case c{n, count, dt, op, in_place, seg, 0, false, algo};
