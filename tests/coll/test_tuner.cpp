@@ -186,10 +186,18 @@ TEST_CASE("algorithm positions are part of the call contract and never move", "[
     CHECK(algorithm_id(*spec) == i + 1);
     CHECK(algorithm_by_id(static_cast<uint8_t>(i + 1)) == spec);
   }
-  // Appended by issue 12.
-  CHECK(algorithm_id(*find_algorithm(CollectiveKind::allreduce, "rabenseifner")) == 25);
-  CHECK(algorithm_id(*find_algorithm(CollectiveKind::broadcast, "tree")) == 26);
-  CHECK(algorithm_id(*find_algorithm(CollectiveKind::allreduce, "double_binary_tree")) == 27);
+  // Appended by issue 12, in this order, after everything above and the
+  // v-collectives (shm_reduce_scatterv, the last before them).
+  const auto id = [](CollectiveKind kind, const char* name) {
+    const AlgorithmSpec* spec = find_algorithm(kind, name);
+    return spec ? algorithm_id(*spec) : 0;
+  };
+  const auto rabenseifner = id(CollectiveKind::allreduce, "rabenseifner");
+  const auto tree = id(CollectiveKind::broadcast, "tree");
+  const auto double_tree = id(CollectiveKind::allreduce, "double_binary_tree");
+  CHECK(rabenseifner > id(CollectiveKind::reduce_scatterv, "shm"));
+  CHECK(tree == rabenseifner + 1);
+  CHECK(double_tree == tree + 1);
   CHECK(algorithm_by_id(0) == nullptr);
   CHECK(find_algorithm(CollectiveKind::barrier, "ring") == nullptr);
 }
