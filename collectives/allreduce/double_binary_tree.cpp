@@ -183,7 +183,8 @@ void double_binary_tree_allreduce(CollectiveContext& ctx, const void* send, void
 double double_binary_tree_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
   const double d = log2_ceil(team.size()), b = static_cast<double>(bytes);
-  return 2 * d * m.alpha_us + 2 * b * m.us_per_byte + b * m.reduce_us_per_byte;
+  return 2 * d * m.alpha(team.placement) + 2 * b * m.exchange_per_byte(team.placement) +
+         b * m.reduce_us_per_byte;
 }
 
 }  // namespace

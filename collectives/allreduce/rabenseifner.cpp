@@ -108,7 +108,9 @@ double rabenseifner_estimate(const CostModel& m, const Team& team, std::size_t b
   const int p = patterns::pow2_floor(n);
   const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
                b = static_cast<double>(bytes), share = static_cast<double>(p - 1) / p;
-  return (2 * rounds + 2 * extra) * m.alpha_us + (2 * share + 2 * extra) * b * m.us_per_byte +
+  // Partners may be anywhere: between hosts all of a host's members may send at once.
+  return (2 * rounds + 2 * extra) * m.alpha(team.placement) +
+         (2 * share + 2 * extra) * b * m.exchange_per_byte(team.placement) +
          (share + extra) * b * m.reduce_us_per_byte;
 }
 

@@ -50,7 +50,8 @@ void tree_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
 double tree_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
   const double d = log2_ceil(team.size());
-  return 2 * d * m.alpha_us + d * static_cast<double>(bytes) * m.us_per_byte;
+  return 2 * d * m.alpha(team.placement) +
+         d * static_cast<double>(bytes) * m.exchange_per_byte(team.placement);
 }
 
 }  // namespace
