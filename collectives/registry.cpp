@@ -35,7 +35,10 @@
   X(hierarchical_allreduce)       \
   X(ring_by_host_allreduce)       \
   X(hierarchical_broadcast)       \
-  X(hierarchical_allgather)
+  X(hierarchical_allgather)       \
+  X(rabenseifner_allreduce)       \
+  X(tree_broadcast)               \
+  X(double_binary_tree_allreduce)
 
 namespace chorus {
 

@@ -28,6 +28,28 @@
 
 namespace chorus {
 
+bool fold_extra_in(CollectiveContext& ctx, std::span<std::byte> buf, std::span<std::byte> staging,
+                   std::size_t count, ReduceFn reduce) {
+  const int rank = ctx.rank();
+  const int extra = patterns::rd_extra_partner(rank, ctx.size());
+  if (patterns::rd_is_extra(rank, ctx.size())) {
+    auto s = ctx.send(extra, buf);
+    ctx.wait(s);
+    ctx.wait(ctx.recv(extra, buf));
+    return true;
+  }
+  if (extra >= 0) {
+    ctx.wait(ctx.recv(extra, staging.first(buf.size())));
+    if (count > 0) reduce(buf.data(), buf.data(), staging.data(), count);  // rank < extra
+  }
+  return false;
+}
+
+void fold_extra_out(CollectiveContext& ctx, std::span<const std::byte> buf) {
+  const int extra = patterns::rd_extra_partner(ctx.rank(), ctx.size());
+  if (extra >= 0 && !patterns::rd_is_extra(ctx.rank(), ctx.size())) ctx.wait(ctx.send(extra, buf));
+}
+
 void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void* recv,
                                   std::size_t count, DataType dtype, ReduceOp op) {
   const int n = ctx.size();
@@ -47,17 +69,7 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
       reduce(result, theirs.data(), result, count);
   };
 
-  const int extra = patterns::rd_extra_partner(rank, n);
-  if (patterns::rd_is_extra(rank, n)) {
-    auto s = ctx.send(extra, mine);
-    ctx.wait(s);
-    ctx.wait(ctx.recv(extra, mine));
-    return;  // AVG was applied by the partner
-  }
-  if (extra >= 0) {
-    ctx.wait(ctx.recv(extra, theirs));
-    combine(extra);
-  }
+  if (fold_extra_in(ctx, mine, theirs, count, reduce)) return;  // AVG applied by the partner
   for (int round = 0; round < patterns::rd_rounds(n); ++round) {
     const int partner = patterns::rd_round_partner(rank, round);
     RequestPtr requests[2] = {ctx.recv(partner, theirs), ctx.send(partner, mine)};
@@ -65,7 +77,7 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
     combine(partner);
   }
   if (op == ReduceOp::avg && count > 0) scale_for_avg(result, count, dtype, n);
-  if (extra >= 0) ctx.wait(ctx.send(extra, mine));
+  fold_extra_out(ctx, mine);
 }
 
 // log2(p) full exchanges, plus folding the extra ranks in and out.

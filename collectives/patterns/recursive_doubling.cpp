@@ -1,5 +1,7 @@
 #include "collectives/patterns/recursive_doubling.hpp"
 
+#include "base/core/error.hpp"
+
 namespace chorus::patterns {
 
 int pow2_floor(int n) {
@@ -27,6 +29,15 @@ int rd_extra_partner(int rank, int n) {
   if (rank >= p) return rank - p;
   if (rank + p < n) return rank + p;
   return -1;
+}
+
+Range window_range(std::span<const Range> chunks, ChunkWindow window) {
+  CHORUS_CHECK(window.first >= 0 && window.width > 0 &&
+                   static_cast<std::size_t>(window.first + window.width) <= chunks.size(),
+               "window [{}, +{}) of {} chunks", window.first, window.width, chunks.size());
+  const Range first = chunks[static_cast<std::size_t>(window.first)];
+  const Range last = chunks[static_cast<std::size_t>(window.first + window.width - 1)];
+  return Range{first.offset, last.end() - first.offset};
 }
 
 }  // namespace chorus::patterns

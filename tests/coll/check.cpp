@@ -27,9 +27,22 @@ std::string describe_case(const Case& c) {
 
 namespace {
 
-// The allreduce algorithm of the case on this rank's transport.
+// The allreduce algorithm of the case on this rank's transport: c.algorithm
+// when it names one (through the registry), else shm, recursive doubling or
+// the ring.
 void run_allreduce(const Case& c, RankEnv& env, const void* send, void* recv, DataType dtype,
                    ReduceOp op) {
+  if (!c.algorithm.empty()) {
+    CollectiveCall call;
+    call.kind = CollectiveKind::allreduce;
+    call.send = send;
+    call.recv = recv;
+    call.count = c.count;
+    call.dtype = dtype;
+    call.op = op;
+    run_registered(env, call, c.algorithm);
+    return;
+  }
   auto ctx = env.context(make_sig(CollectiveKind::allreduce, 1, c.count, dtype, op));
   if (env.shm)
     shm_allreduce(ctx, send, recv, c.count, dtype, op);

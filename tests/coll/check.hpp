@@ -32,6 +32,9 @@ struct Case {
 
 // What the sweeps range over.
 inline constexpr int kRanks[] = {1, 2, 3, 4, 5, 8};
+// The algorithms of issue 12 (rabenseifner, double_binary_tree, tree
+// broadcast) sweep 7 as well: a non-power-of-two with three extra ranks.
+inline constexpr int kRanksWith7[] = {1, 2, 3, 4, 5, 7, 8};
 inline constexpr DataType kDtypes[] = {DataType::f32, DataType::f64, DataType::f16, DataType::bf16,
                                        DataType::i8,  DataType::u8,  DataType::i32, DataType::u32,
                                        DataType::i64, DataType::u64};
@@ -45,10 +48,12 @@ std::string describe_case(const Case& c);
 std::string check_allreduce(const Case& c);
 std::string check_reduce_scatter(const Case& c);
 std::string check_allgather(const Case& c);
+// c.algorithm: the registered broadcast to run; "": shm or the ring.
 std::string check_broadcast(const Case& c);
 // Random floats (reduction order changes the rounding; c.op sum, avg or
 // prod): every rank's result must be bit-identical to rank 0's and within
-// rounding of a float64 reference.
+// rounding of a float64 reference. c.algorithm, when set, names the
+// allreduce (else shm, or recursive doubling or the ring as c asks).
 std::string check_allreduce_identical(const Case& c);
 
 // The collectives run through the registry (check_more.cpp): c.algorithm

@@ -246,3 +246,107 @@ TEST_CASE("ranges of counts are consecutive", "[patterns][tree]") {
   CHECK(r[2] == Range{3, 5});
   CHECK(r[3] == Range{8, 1});
 }
+
+TEST_CASE("recursive halving then doubling: rank r reduces chunk r, then every rank has all",
+          "[patterns][recursive_doubling]") {
+  for (int p = 1; p <= 64; p *= 2) {
+    const int rounds = rd_rounds(p);
+    REQUIRE((1 << rounds) == p);
+    for (std::size_t count : {0, 1, 7, 131}) {
+      INFO("p " << p << " count " << count);
+      const auto chunks = balanced_chunks(count, p);
+      // have[r][c]: bit mask of the ranks whose contribution rank r's copy of chunk c holds.
+      std::vector<std::vector<uint64_t>> have(p, std::vector<uint64_t>(p));
+      for (int r = 0; r < p; ++r)
+        for (int c = 0; c < p; ++c) have[r][c] = uint64_t{1} << r;
+      for (int k = 0; k < rounds; ++k) {
+        const int w = rh_width(p, k);
+        auto before = have;
+        for (int r = 0; r < p; ++r) {
+          const int partner = r ^ w;
+          const ChunkWindow keep = window_of(r, w), give = window_of(partner, w);
+          // The halves are disjoint, adjacent, and what the partner keeps is what r gives.
+          CHECK((keep.first == give.first + w || give.first == keep.first + w));
+          CHECK(window_of(partner, w).first == give.first);
+          const Range kept = window_range(chunks, keep);
+          CHECK(kept.offset == chunks[static_cast<std::size_t>(keep.first)].offset);
+          for (int c = keep.first; c < keep.first + w; ++c) {
+            CHECK((before[r][c] & before[partner][c]) == 0);  // nothing reduced twice
+            have[r][c] = before[r][c] | before[partner][c];
+          }
+        }
+      }
+      const uint64_t all = p == 64 ? ~uint64_t{0} : (uint64_t{1} << p) - 1;
+      for (int r = 0; r < p; ++r) CHECK(have[r][r] == all);
+      // Doubling allgather: what a rank holds complete, as chunk ranges.
+      std::vector<std::vector<bool>> full(p, std::vector<bool>(p));
+      for (int r = 0; r < p; ++r) full[r][r] = true;
+      for (int k = 0; k < rounds; ++k) {
+        auto before = full;
+        for (int r = 0; r < p; ++r) {
+          const int partner = rd_round_partner(r, k);
+          const ChunkWindow theirs = window_of(partner, 1 << k);
+          for (int c = theirs.first; c < theirs.first + theirs.width; ++c) {
+            CHECK(before[partner][c]);  // the partner sends only what it has
+            full[r][c] = true;
+          }
+          const ChunkWindow mine = window_of(r, 1 << k);
+          for (int c = mine.first; c < mine.first + mine.width; ++c) CHECK(before[r][c]);
+        }
+      }
+      for (int r = 0; r < p; ++r)
+        for (int c = 0; c < p; ++c) CHECK(full[r][c]);
+      // A window's elements are its chunks' elements, back to back.
+      const Range whole = window_range(chunks, ChunkWindow{0, p});
+      CHECK(whole == Range{0, count});
+    }
+  }
+}
+
+TEST_CASE("double binary tree: two spanning binary trees, complementary interiors",
+          "[patterns][tree]") {
+  for (int n = 1; n <= 64; ++n) {
+    int depth_bound = 0;
+    while ((1 << depth_bound) < n) ++depth_bound;  // ceil(log2 n)
+    std::vector<int> interior_in(static_cast<std::size_t>(n));
+    for (int t = 0; t < 2; ++t) {
+      INFO("n " << n << " tree " << t);
+      const int root = dtree_root(n, t);
+      std::vector<int> parent(static_cast<std::size_t>(n)), claimed(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        const TreeNode node = dtree_node(r, n, t);
+        if (t == 0) CHECK(node.parent == btree_node(r, n).parent);
+        parent[static_cast<std::size_t>(r)] = node.parent;
+        REQUIRE((r == root) == (node.parent == -1));
+        if (node.parent >= 0) {
+          REQUIRE(node.parent < n);
+          REQUIRE(node.parent != r);
+        }
+        REQUIRE(node.children.size() <= 2);
+        for (std::size_t i = 0; i < node.children.size(); ++i) {
+          const int c = node.children[i];
+          REQUIRE(c >= 0);
+          REQUIRE(c < n);
+          if (i > 0) CHECK(c > node.children[i - 1]);  // ascending, distinct
+          CHECK(dtree_node(c, n, t).parent == r);      // parent and children agree
+          ++claimed[static_cast<std::size_t>(c)];
+        }
+        if (!node.children.empty()) ++interior_in[static_cast<std::size_t>(r)];
+      }
+      // Spanning: every rank but the root is some rank's child exactly once,
+      // and climbs to the root within ceil(log2 n) hops (no cycles).
+      for (int r = 0; r < n; ++r) {
+        CHECK(claimed[static_cast<std::size_t>(r)] == (r == root ? 0 : 1));
+        int hops = 0;
+        for (int at = r; at != root; at = parent[static_cast<std::size_t>(at)])
+          REQUIRE(++hops <= depth_bound);
+      }
+    }
+    // Even n: no rank is interior in both trees. Odd n >= 3: only rank 0.
+    for (int r = 0; r < n; ++r) {
+      INFO("n " << n << " rank " << r);
+      const bool both = interior_in[static_cast<std::size_t>(r)] == 2;
+      CHECK(both == (n % 2 == 1 && n >= 3 && r == 0));
+    }
+  }
+}

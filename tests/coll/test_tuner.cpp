@@ -70,22 +70,35 @@ TEST_CASE("CHORUS_ALGO: malformed text or an unknown algorithm is refused naming
   }
 }
 
-TEST_CASE("cost model: latency-bound sizes take recursive doubling, large ones the ring",
-          "[tuner]") {
+TEST_CASE(
+    "cost model: latency-bound sizes take recursive doubling, large ones the ring or, on a power "
+    "of two, Rabenseifner",
+    "[tuner]") {
   const AlgoOverride none;
-  for (int ranks : {2, 3, 4, 5, 8}) {
+  for (int ranks : {2, 3, 4, 5, 7, 8}) {
     for (int on_host : {ranks, 1}) {
       CostModel m = CostModel::defaults(on_host, 2);
       INFO("ranks " << ranks << ", " << on_host << " on this host");
       const Team team = plan_team(ranks);
       CHECK(chosen(CollectiveKind::allreduce, 8, team, none, m) == "recursive_doubling");
-      CHECK(chosen(CollectiveKind::allreduce, 64 << 20, team, none, m) == "ring");
+      // Both move 2 (n - 1) / n of the buffer per rank; Rabenseifner in
+      // 2 log2(n) steps rather than 2 (n - 1), but only a power of two
+      // avoids its fold (a whole buffer more). With 2 ranks both are one
+      // exchange of halves each way: the same estimate, either may win.
+      const auto big = chosen(CollectiveKind::allreduce, 64 << 20, team, none, m);
+      if (ranks == 2)
+        CHECK((big == "ring" || big == "rabenseifner"));
+      else if (ranks == 4 || ranks == 8)
+        CHECK(big == "rabenseifner");
+      else
+        CHECK(big == "ring");
     }
   }
   // Oversubscription makes steps dearer, so the crossover moves up.
   auto crossover = [&](int ranks, CostModel m) {
     std::size_t b = 8;
-    while (chosen(CollectiveKind::allreduce, b, plan_team(ranks), none, m) != "ring") b *= 2;
+    while (chosen(CollectiveKind::allreduce, b, plan_team(ranks), none, m) == "recursive_doubling")
+      b *= 2;
     return b;
   };
   CHECK(crossover(8, CostModel::defaults(8, 2)) > crossover(8, CostModel::defaults(2, 2)));
@@ -96,6 +109,26 @@ TEST_CASE("cost model: latency-bound sizes take recursive doubling, large ones t
   CHECK(s.spec->name == "ring");
   CHECK(s.forced);
   CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose ring"));
+}
+
+TEST_CASE("cost model: the trees win where their few steps count", "[tuner]") {
+  const AlgoOverride none;
+  const CostModel m = CostModel::defaults(1, 2);
+  // Broadcast on 8 ranks: 2 ceil(log2 n) = 6 steps against the chain's 8 for
+  // a small buffer; for a large one the chain, whose root sends it once.
+  CHECK(chosen(CollectiveKind::broadcast, 8, plan_team(8), none, m) == "tree");
+  CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), none, m) == "ring");
+  // Allreduce of 64 KiB on 7 ranks: the double binary tree's 6 steps and 2B
+  // per rank against the ring's 12 steps, and the fold of recursive doubling
+  // and Rabenseifner (a whole buffer more) that 7 ranks need.
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(7), none, m) == "double_binary_tree");
+  // CHORUS_ALGO forces each of them.
+  auto forced = AlgoOverride::parse(
+      "allreduce:0-1K:rabenseifner,1K-inf:double_binary_tree;broadcast:0-inf:tree");
+  CHECK(chosen(CollectiveKind::allreduce, 8, plan_team(8), forced, m) == "rabenseifner");
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 20, plan_team(8), forced, m) ==
+        "double_binary_tree");
+  CHECK(chosen(CollectiveKind::broadcast, 64 << 20, plan_team(8), forced, m) == "tree");
 }
 
 TEST_CASE("shared memory is an algorithm with a cost: chosen on one host, refused elsewhere",
@@ -153,6 +186,18 @@ TEST_CASE("algorithm positions are part of the call contract and never move", "[
     CHECK(algorithm_id(*spec) == i + 1);
     CHECK(algorithm_by_id(static_cast<uint8_t>(i + 1)) == spec);
   }
+  // Appended by issue 12, in this order, after everything above and the
+  // v-collectives (shm_reduce_scatterv, the last before them).
+  const auto id = [](CollectiveKind kind, const char* name) {
+    const AlgorithmSpec* spec = find_algorithm(kind, name);
+    return spec ? algorithm_id(*spec) : 0;
+  };
+  const auto rabenseifner = id(CollectiveKind::allreduce, "rabenseifner");
+  const auto tree = id(CollectiveKind::broadcast, "tree");
+  const auto double_tree = id(CollectiveKind::allreduce, "double_binary_tree");
+  CHECK(rabenseifner > id(CollectiveKind::reduce_scatterv, "shm"));
+  CHECK(tree == rabenseifner + 1);
+  CHECK(double_tree == tree + 1);
   CHECK(algorithm_by_id(0) == nullptr);
   CHECK(find_algorithm(CollectiveKind::barrier, "ring") == nullptr);
 }

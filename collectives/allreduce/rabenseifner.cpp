@@ -1,0 +1,130 @@
+// Rabenseifner's allreduce: recursive-halving reduce-scatter, then
+// recursive-doubling allgather (MPICH's long-message allreduce).
+//
+// Terms (patterns/recursive_doubling.hpp): n ranks, p = largest power of two
+// <= n, core ranks 0..p-1, extra ranks r >= p paired with r - p; the N-element
+// buffer is cut into p balanced chunks (patterns::chunk); B = N * elem.
+//
+// Steps:
+//   1. Fold (n not a power of two): an extra rank sends its input to r - p,
+//      which reduces it in (allreduce/recursive_doubling.hpp: fold_extra_in).
+//   2. Reduce-scatter, log2(p) halving rounds: in round k core rank r pairs
+//      with r XOR w (w = p >> (k + 1)), keeps its window of w chunks and sends
+//      the partner's: B/2, B/4, ... B/p. The kept half is reduced as its
+//      segments arrive, lower rank first (lower op higher). Afterwards rank r
+//      holds chunk r reduced over all ranks; it is the only rank that computes
+//      it, so every rank ends with the same bits. AVG: the owner divides it by
+//      n, once.
+//   3. Allgather, log2(p) doubling rounds: rank r swaps its window of 2^k
+//      chunks with r XOR 2^k's, straight into the result.
+//   4. Unfold: rank r < n - p sends the result to its extra rank r + p.
+// Every exchange is pipelined in segments of ctx.segment_bytes
+// (common/exchange.hpp).
+//
+// Bytes on the wire per core rank: 2 (p - 1) / p * B sent and received, in
+// 2 log2(p) rounds (+ B each way and 2 rounds when n is not a power of two):
+// the ring's bandwidth in log2(p) rather than n - 1 steps. N < p leaves some
+// chunks empty (empty messages); N = 0 and n = 1 work.
+#include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
+
+#include <cstring>
+
+#include "base/core/log.hpp"
+#include "collectives/allreduce/recursive_doubling.hpp"
+#include "collectives/common/exchange.hpp"
+#include "collectives/common/scratch_slots.hpp"
+#include "collectives/patterns/recursive_doubling.hpp"
+
+namespace chorus {
+
+namespace {
+
+using patterns::Range;
+
+void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                            DataType dtype, ReduceOp op) {
+  static spdlog::logger& log = logger("coll");
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t bytes = count * e;
+  log.debug("rabenseifner allreduce: {} ranks, count {} ({}, {}), segment {} bytes", n, count,
+            dtype_name(dtype), op_name(op), ctx.segment_bytes);
+  auto* result = static_cast<std::byte*>(recv);
+  if (send != recv && bytes > 0) std::memcpy(result, send, bytes);
+  const std::span<std::byte> mine(result, bytes);
+  const ReduceFn reduce = reduce_fn(dtype, op);
+  // The fold's staging holds B; a halving round's at most B / 2.
+  std::span<std::byte> staging = ctx.scratch.get(scratch_slot::small_exchange, bytes);
+  if (fold_extra_in(ctx, mine, staging, count, reduce)) return;  // AVG applied by the partner
+
+  const int p = patterns::pow2_floor(n);
+  const int rounds = patterns::rd_rounds(n);
+  const auto chunks = patterns::balanced_chunks(count, p);
+  for (int k = 0; k < rounds; ++k) {
+    const int w = patterns::rh_width(p, k);
+    const int partner = rank ^ w;
+    Exchange x;
+    x.peer = partner;
+    x.elem_size = e;
+    x.out_base = result;
+    x.out = patterns::window_range(chunks, patterns::window_of(partner, w));
+    x.in_base = staging.data();
+    x.in = patterns::window_range(chunks, patterns::window_of(rank, w));
+    x.landed = [&](Range seg, std::byte* theirs) {
+      std::byte* own = result + seg.offset * e;
+      if (seg.count == 0) return;
+      if (rank < partner)
+        reduce(own, own, theirs, seg.count);
+      else
+        reduce(own, theirs, own, seg.count);
+    };
+    run_exchange(ctx, x);
+  }
+  const Range own = chunks[static_cast<std::size_t>(rank)];
+  if (op == ReduceOp::avg && own.count > 0)
+    scale_for_avg(result + own.offset * e, own.count, dtype, n);
+  for (int k = 0; k < rounds; ++k) {
+    const int partner = patterns::rd_round_partner(rank, k);
+    Exchange x;
+    x.peer = partner;
+    x.elem_size = e;
+    x.out_base = result;
+    x.out = patterns::window_range(chunks, patterns::window_of(rank, 1 << k));
+    x.in = patterns::window_range(chunks, patterns::window_of(partner, 1 << k));
+    x.in_base = result + x.in.offset * e;
+    run_exchange(ctx, x);
+  }
+  fold_extra_out(ctx, mine);
+}
+
+// 2 log2(p) steps moving 2 (p - 1) / p * B, (p - 1) / p * B reduced; the fold
+// and unfold add two steps of B and one reduction of B.
+double rabenseifner_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+  const int n = team.size();
+  if (n == 1) return 0;
+  const int p = patterns::pow2_floor(n);
+  const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
+               b = static_cast<double>(bytes), share = static_cast<double>(p - 1) / p;
+  // Partners may be anywhere: between hosts all of a host's members may send at once.
+  return (2 * rounds + 2 * extra) * m.alpha(team.placement) +
+         (2 * share + 2 * extra) * b * m.exchange_per_byte(team.placement) +
+         (share + extra) * b * m.reduce_us_per_byte;
+}
+
+}  // namespace
+
+extern const AlgorithmSpec rabenseifner_allreduce_spec{
+    CollectiveKind::allreduce,
+    "rabenseifner",
+    "recursive-halving reduce-scatter then recursive-doubling allgather: the ring's bytes in "
+    "2 log2(n) steps",
+    runs_anywhere,
+    rabenseifner_estimate,
+    [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+      rabenseifner_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+    }};
+
+}  // namespace chorus
