@@ -58,6 +58,10 @@ struct Hierarchy {
   // broadcast or allgather among one rank per host).
   const Team* lane_shape = nullptr;
   const Team* across_shape = nullptr;
+  // The widest host's team, the same on every rank: what estimates of the
+  // stages within hosts read. It has a shared-memory layout when the hosts'
+  // ranks share memory, so the estimate is of what those stages would run.
+  const Team* local_shape = nullptr;
   int hosts = 1;
   int lanes = 1;
   int widest = 1;       // the most ranks any host has

@@ -41,16 +41,23 @@ Placement placement_of(const std::vector<int>& host_of_index) {
   for (std::size_t i = 0; i < n; ++i) {
     const int host = host_of_index[i];
     p.host_load = std::max(p.host_load, ++members[host]);
-    if (host != host_of_index[(i + 1) % n])
+    if (host != host_of_index[(i + 1) % n]) {
       p.ring_crossings = std::max(p.ring_crossings, ++leaving[host]);
+      ++p.ring_edges_across;
+    }
   }
+  if (!p.spans_hosts()) return p;
+  for (std::size_t distance = 1; distance < n; distance *= 2, ++p.local_rounds)
+    for (std::size_t i = 0; i < n; ++i)
+      if ((i ^ distance) < n && host_of_index[i] != host_of_index[i ^ distance]) return p;
   return p;
 }
 
 TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::HostGroups groups,
                              const HierarchyTags& tags, const AlgoOverride& user,
-                             const CostModel& model)
-    : groups_(std::move(groups)) {
+                             const CostModel& model, const shm::Layout* host_layout)
+    : groups_(std::move(groups)),
+      host_layout_(host_layout ? std::make_unique<shm::Layout>(*host_layout) : nullptr) {
   const int me = world.index;
   CHORUS_CHECK(static_cast<int>(groups_.host_of.size()) == world.size(),
                "host groups of {} ranks for a team of {}", groups_.host_of.size(), world.size());
@@ -85,6 +92,10 @@ TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::Hos
   view_.lane_shape = &lane_shape_;
   for (const auto& host : groups_.hosts)
     view_.widest = std::max(view_.widest, static_cast<int>(host.size()));
+  local_shape_.members.resize(static_cast<std::size_t>(view_.widest));
+  local_shape_.name = "widest host (shape)";
+  local_shape_.shm_layout = host_layout_.get();
+  view_.local_shape = &local_shape_;
   view_.local = &local;
   view_.lane = lane_ ? &*lane_ : nullptr;
   view_.leaders = leaders_ ? &*leaders_ : nullptr;
@@ -96,5 +107,7 @@ TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::Hos
   view_.user = &user;
   view_.model = &model;
 }
+
+TeamHierarchy::~TeamHierarchy() = default;
 
 }  // namespace chorus

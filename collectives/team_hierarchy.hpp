@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "collectives/patterns/hierarchy.hpp"
@@ -27,8 +28,13 @@ class TeamHierarchy {
   // `groups` groups the indices of `world`; `local` is this rank's host team
   // (its members those of this rank's group, in the same order); `world`
   // and `local` must outlive this. Each team it makes gets its own tag.
+  // `host_layout`: the shared-memory layout of the widest host when the
+  // ranks of a host share memory (the same on every rank, whatever this
+  // rank's host has); null when the stages within hosts run point-to-point.
   TeamHierarchy(const Team& world, const Team& local, patterns::HostGroups groups,
-                const HierarchyTags& tags, const AlgoOverride& user, const CostModel& model);
+                const HierarchyTags& tags, const AlgoOverride& user, const CostModel& model,
+                const shm::Layout* host_layout = nullptr);
+  ~TeamHierarchy();
   TeamHierarchy(const TeamHierarchy&) = delete;
   TeamHierarchy& operator=(const TeamHierarchy&) = delete;
 
@@ -41,6 +47,8 @@ class TeamHierarchy {
   Team host_ordered_;
   Team lane_shape_;
   Team across_shape_;
+  Team local_shape_;
+  std::unique_ptr<shm::Layout> host_layout_;
   Hierarchy view_;
 };
 

@@ -39,7 +39,8 @@ RoutePlan plan_routes(const topology::HostMap& hosts, const std::string& request
     plan.shm_why = fmt::format("all {} ranks share this host", n);
   }
 
-  plan.host_shm = (requested == "auto" || requested == "shm") && hosts.ranks_on_my_host() >= 2;
+  plan.shm_allowed = requested == "auto" || requested == "shm";
+  plan.host_shm = plan.shm_allowed && hosts.ranks_on_my_host() >= 2;
 
   // On one host every collective goes through shared memory, so point-to-point
   // traffic is rare there (forced algorithms, the control channel): TCP serves

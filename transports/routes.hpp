@@ -26,6 +26,9 @@ struct RoutePlan {
   // This host's ranks get a shared-memory domain (the host team's) even when
   // the job spans hosts: two or more of them, and shared memory allowed.
   bool host_shm = false;
+  // Ranks that share a host may use shared memory (CHORUS_TRANSPORT auto or
+  // shm): the same on every rank, whatever its own host holds.
+  bool shm_allowed = false;
   std::vector<std::string> peer_transport;  // "tcp" or "ucx"; "self" for this rank
   std::vector<std::string> peer_why;
   bool uses_ucx = false;

@@ -79,13 +79,16 @@ void hierarchical_allgather(CollectiveContext& ctx, const CollectiveCall& c,
     std::memcpy(recv + static_cast<std::size_t>(order[at]) * block, ordered + at * block, block);
 }
 
-// An allgatherv of everything among the host leaders, and a broadcast of
-// everything within the widest host.
-double hierarchical_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+// A gather of its blocks within the widest host, an allgatherv of everything
+// among the host leaders, and a broadcast of everything within the widest host.
+double hierarchical_allgather_estimate(const CostModel&, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
-  const double b = static_cast<double>(bytes);
   double us = stage_estimate_us(h, *h.across_shape, CollectiveKind::allgather, bytes);
-  if (h.widest > 1) us += 4 * m.shm_alpha_us + 2 * b * m.shm_us_per_byte;
+  const std::size_t its_blocks =
+      bytes / static_cast<std::size_t>(h.world->size()) * static_cast<std::size_t>(h.widest);
+  if (h.widest > 1)
+    us += stage_estimate_us(h, *h.local_shape, CollectiveKind::gather, its_blocks) +
+          stage_estimate_us(h, *h.local_shape, CollectiveKind::broadcast, bytes);
   return us;
 }
 

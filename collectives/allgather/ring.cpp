@@ -48,8 +48,7 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
 double ring_allgather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha(team.placement) +
-         (n - 1) / n * static_cast<double>(bytes) * m.ring_per_byte(team.placement);
+  return m.ring_time(team.placement, team.size(), n - 1, static_cast<double>(bytes) / n, 0);
 }
 
 extern const AlgorithmSpec ring_allgather_spec{

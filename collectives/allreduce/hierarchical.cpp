@@ -76,18 +76,17 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
   run_on(ctx, local, stage);
 }
 
-// Within hosts, the shared-memory reduce-scatter and allgather of the widest
-// host; across hosts, the allreduce a lane would choose for its chunk (the
+// Within hosts, the reduce-scatter and allgather the widest host would
+// choose; across hosts, the allreduce a lane would choose for its chunk (the
 // lane's placement counts the lanes that share each host's link). Every
 // input is the same on every rank, so is the choice.
-double hierarchical_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+double hierarchical_estimate(const CostModel&, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
-  const double b = static_cast<double>(bytes), widest = h.widest;
   const std::size_t chunk = (bytes + static_cast<std::size_t>(h.lanes) - 1) / h.lanes;
   double us = stage_estimate_us(h, *h.lane_shape, CollectiveKind::allreduce, chunk);
   if (h.widest > 1)
-    us += 2 * (3 * m.shm_alpha_us + b * m.shm_us_per_byte) +
-          (widest - 1) / widest * b * m.reduce_us_per_byte;
+    us += stage_estimate_us(h, *h.local_shape, CollectiveKind::reduce_scatterv, bytes) +
+          stage_estimate_us(h, *h.local_shape, CollectiveKind::allgatherv, bytes);
   return us;
 }
 

@@ -106,12 +106,17 @@ double rabenseifner_estimate(const CostModel& m, const Team& team, std::size_t b
   const int n = team.size();
   if (n == 1) return 0;
   const int p = patterns::pow2_floor(n);
-  const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
-               b = static_cast<double>(bytes), share = static_cast<double>(p - 1) / p;
-  // Partners may be anywhere: between hosts all of a host's members may send at once.
-  return (2 * rounds + 2 * extra) * m.alpha(team.placement) +
-         (2 * share + 2 * extra) * b * m.exchange_per_byte(team.placement) +
-         (share + extra) * b * m.reduce_us_per_byte;
+  const int rounds = patterns::rd_rounds(n);
+  const double extra = p == n ? 0 : 1, b = static_cast<double>(bytes),
+               share = static_cast<double>(p - 1) / p;
+  // The round at distance 2^k moves B 2^k / p each way, twice (halving, then
+  // doubling); the short distances may stay inside the hosts.
+  const Placement& where = team.placement;
+  double us = 2 * extra * (m.alpha(where) + b * m.exchange_per_byte(where)) +
+              (share + extra) * b * m.reduce_us_per_byte;
+  for (int k = 0; k < rounds; ++k)
+    us += 2 * m.exchange_round(where, k, b * static_cast<double>(1 << k) / p);
+  return us;
 }
 
 }  // namespace

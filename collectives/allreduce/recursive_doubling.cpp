@@ -80,16 +80,19 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
   fold_extra_out(ctx, mine);
 }
 
-// log2(p) full exchanges, plus folding the extra ranks in and out.
+// log2(p) full exchanges, at distances 1, 2, 4, ... (the first ones may stay
+// inside the hosts), plus folding the extra ranks in and out.
 double recursive_doubling_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const int n = team.size();
   if (n == 1) return 0;
   const int p = patterns::pow2_floor(n);
-  const double rounds = patterns::rd_rounds(n), extra = p == n ? 0 : 1,
-               b = static_cast<double>(bytes);
-  return (rounds + 2 * extra) *
-             (m.alpha(team.placement) + b * m.exchange_per_byte(team.placement)) +
-         (rounds + extra) * b * m.reduce_us_per_byte;
+  const int rounds = patterns::rd_rounds(n);
+  const double extra = p == n ? 0 : 1, b = static_cast<double>(bytes);
+  const Placement& where = team.placement;
+  double us = 2 * extra * (m.alpha(where) + b * m.exchange_per_byte(where)) +
+              (rounds + extra) * b * m.reduce_us_per_byte;
+  for (int k = 0; k < rounds; ++k) us += m.exchange_round(where, k, b);
+  return us;
 }
 
 extern const AlgorithmSpec recursive_doubling_allreduce_spec{

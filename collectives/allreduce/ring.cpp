@@ -31,9 +31,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
 double ring_allreduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return 2 * (n - 1) * m.alpha(team.placement) +
-         2 * (n - 1) / n * b * m.ring_per_byte(team.placement) +
-         (n - 1) / n * b * m.reduce_us_per_byte;
+  return m.ring_time(team.placement, team.size(), 2 * (n - 1), b / n,
+                     (n - 1) / n * b * m.reduce_us_per_byte);
 }
 
 extern const AlgorithmSpec ring_allreduce_spec{

@@ -46,11 +46,10 @@ void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c, con
 }
 
 // A broadcast across hosts, then one within the widest host.
-double hierarchical_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
+double hierarchical_broadcast_estimate(const CostModel&, const Team& team, std::size_t bytes) {
   const Hierarchy& h = *team.hierarchy;
-  const double b = static_cast<double>(bytes);
   double us = stage_estimate_us(h, *h.across_shape, CollectiveKind::broadcast, bytes);
-  if (h.widest > 1) us += 2 * m.shm_alpha_us + b * m.shm_us_per_byte;
+  if (h.widest > 1) us += stage_estimate_us(h, *h.local_shape, CollectiveKind::broadcast, bytes);
   return us;
 }
 

@@ -33,7 +33,7 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
 // confirmation's hop back to the root.
 double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
-  return team.size() * m.alpha(team.placement) +
+  return team.size() * m.ring_alpha(team.placement, team.size()) +
          static_cast<double>(bytes) * m.ring_per_byte(team.placement);
 }
 

@@ -54,7 +54,7 @@ void ring_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
 double ring_reduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return n * m.alpha(team.placement) +
+  return n * m.ring_alpha(team.placement, team.size()) +
          (n - 1) / n * b * (2 * m.ring_per_byte(team.placement) + m.reduce_us_per_byte);
 }
 

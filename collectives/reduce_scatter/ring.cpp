@@ -67,8 +67,8 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
 double ring_reduce_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha(team.placement) +
-         (n - 1) / n * b * (m.ring_per_byte(team.placement) + m.reduce_us_per_byte);
+  return m.ring_time(team.placement, team.size(), n - 1, b / n,
+                     (n - 1) / n * b * m.reduce_us_per_byte);
 }
 
 extern const AlgorithmSpec ring_reduce_scatter_spec{

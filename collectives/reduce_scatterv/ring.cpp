@@ -21,8 +21,8 @@ void ring_reduce_scatterv(CollectiveContext& ctx, const CollectiveCall& c, const
 double ring_reduce_scatterv_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return (n - 1) * m.alpha(team.placement) +
-         (n - 1) / n * b * (m.ring_per_byte(team.placement) + m.reduce_us_per_byte);
+  return m.ring_time(team.placement, team.size(), n - 1, b / n,
+                     (n - 1) / n * b * m.reduce_us_per_byte);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // for a sleeping rank to be scheduled.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 namespace chorus {
@@ -18,6 +19,10 @@ namespace chorus {
 struct Placement {
   int ring_crossings = 0;  // most edges of the ring in team order that leave one host; 0: one host
   int host_load = 1;       // most members on one host
+  int ring_edges_across = 0;  // edges of the ring in team order between two hosts, in all
+  // Rounds of pairwise exchange at distances 1, 2, 4, ... 2^(local_rounds-1)
+  // (index XOR distance) that pair members of one host only.
+  int local_rounds = 0;
   bool spans_hosts() const { return ring_crossings > 0; }
 };
 
@@ -50,6 +55,33 @@ struct CostModel {
   // Exchanges with any member (doubling, trees, pairwise): all of a host's
   // members may send across at once.
   double exchange_per_byte(const Placement& p) const { return per_byte(p, p.host_load); }
+  // The mean latency of a step of a ring of n members: each step waits for
+  // the previous member's, so the chain of dependencies goes around the ring
+  // and pays every edge in turn, the ones inside a host at the local alpha.
+  double ring_alpha(const Placement& p, int n) const {
+    if (!p.spans_hosts() || n < 1) return alpha_us;
+    return (p.ring_edges_across * net_alpha_us + (n - p.ring_edges_across) * alpha_us) / n;
+  }
+  // `steps` steps of a ring of n members, each moving `chunk` bytes over
+  // every edge, with `reduce_us` of reductions on the chain of dependencies.
+  // On one host the steps add up. Across hosts the sends of a step overlap:
+  // the call takes the longer of the chain of dependencies (each step waits
+  // for the previous member's, so the chain pays every edge in turn, those
+  // inside a host at local cost) and its busiest host link's traffic.
+  double ring_time(const Placement& p, int n, double steps, double chunk, double reduce_us) const {
+    if (!p.spans_hosts() || n < 1) return steps * (alpha_us + chunk * us_per_byte) + reduce_us;
+    const double across = p.ring_edges_across, loops = steps / n;
+    const double chain = loops * (across * (net_alpha_us + chunk * ring_per_byte(p)) +
+                                  (n - across) * (alpha_us + chunk * us_per_byte)) +
+                         reduce_us;
+    return std::max(chain, steps * chunk * ring_per_byte(p));
+  }
+  // One round of pairwise exchange at distance 2^k moving `bytes` each way:
+  // inside the hosts for the first p.local_rounds distances.
+  double exchange_round(const Placement& p, int k, double bytes) const {
+    if (!p.spans_hosts() || k < p.local_rounds) return alpha_us + bytes * us_per_byte;
+    return net_alpha_us + bytes * exchange_per_byte(p);
+  }
 };
 
 // Segment size of the ring pipelines for a call of `bytes` per rank:

@@ -128,6 +128,7 @@ chorus_comm_t build_communicator(const std::shared_ptr<Store>& store, const Boot
   setup.members.resize(static_cast<std::size_t>(info.world_size));
   std::iota(setup.members.begin(), setup.members.end(), 0);
   setup.cpus_on_host = cpus_here;
+  setup.hosts_share_memory = plan.shm_allowed;
   setup.name = fmt::format("comm{}", instance);
   // Shared memory for this host's ranks: every collective's when they are all
   // the job's ranks, the host team's otherwise.

@@ -11,6 +11,8 @@
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
+#include "collectives/shm/domain.hpp"
+#include "lib/comm/host_domain.hpp"
 
 namespace chorus {
 namespace {
@@ -75,6 +77,7 @@ Communicator::Communicator(CommSetup setup)
       id_(setup.id),
       name_(std::move(setup.name)),
       host_shm_(std::move(setup.host_shm)),
+      hosts_share_memory_(setup.hosts_share_memory),
       algo_override_(AlgoOverride::parse(config_.algo)),
       default_timeout_(seconds(config_.timeout_s)) {
   Transport& t = *link_->transport;
@@ -98,10 +101,19 @@ Communicator::Communicator(CommSetup setup)
   if (!all_here) {
     patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
     world_.placement = placement_of(groups.host_of);
+    // The layout the widest host's domain has: what the estimates of the
+    // stages within hosts read, the same on every rank.
+    std::optional<shm::Layout> widest_layout;
+    const std::vector<int>* widest = &groups.hosts.front();
+    for (const auto& h : groups.hosts)
+      if (h.size() > widest->size()) widest = &h;
+    if (hosts_share_memory_ && widest->size() >= 2)
+      widest_layout = host_shm_layout(config_, static_cast<int>(widest->size()),
+                                      hosts_.cpus_on_host_of(widest->front()));
     hierarchy_ = std::make_unique<TeamHierarchy>(
         world_, host_, std::move(groups),
         HierarchyTags{team_tag(id_, 4), team_tag(id_, 5), team_tag(id_, 6), team_tag(id_, 7)},
-        algo_override_, cost_model_);
+        algo_override_, cost_model_, widest_layout ? &*widest_layout : nullptr);
     world_.hierarchy = &hierarchy_->view();
   }
   for (auto& k : cache_key_) k.store(kNoChoice);

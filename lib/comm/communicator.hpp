@@ -89,6 +89,9 @@ struct CommSetup {
   // allowed and two or more ranks share the host: the world team's too when
   // every rank is on this host.
   std::unique_ptr<shm::Domain> host_shm;
+  // RoutePlan::shm_allowed: the ranks of any host share memory (the same on
+  // every rank), so estimates of the stages within hosts assume it.
+  bool hosts_share_memory = false;
   std::string name = "communicator";  // for logs ("comm1", "comm1.2")
 };
 
@@ -220,6 +223,7 @@ class Communicator {
   uint32_t id_;
   std::string name_;
   std::unique_ptr<shm::Domain> host_shm_;
+  bool hosts_share_memory_ = false;
   Team world_;
   Team host_;
   std::optional<Team> leaders_;

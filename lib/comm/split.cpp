@@ -112,6 +112,7 @@ std::unique_ptr<Communicator> Communicator::split_finish(const std::vector<int64
     if (p == rank()) setup.hosts.rank = static_cast<int>(i);
   }
   setup.cpus_on_host = setup.hosts.cpus_on_my_host();
+  setup.hosts_share_memory = hosts_share_memory_;
   // Shared memory for the child's ranks on this host where the parent's had it.
   if (host_shm_ && setup.hosts.ranks_on_my_host() >= 2) {
     // Children of one split may share an id (they share no rank): the

@@ -58,6 +58,15 @@ TEST_CASE("host groups: hosts in order of their lowest rank, lanes, host order",
   CHECK(placement_of({0, 1, 2}).ring_crossings == 1);
   CHECK(placement_of({0, 1, 2}).host_load == 1);
   CHECK_FALSE(placement_of({3, 3, 3}).spans_hosts());
+  // ... the ring's edges between hosts in all, and how many doubling
+  // distances (1, 2, 4, ...) pair ranks of one host only.
+  CHECK(placement_of({0, 0, 1, 1}).ring_edges_across == 2);
+  CHECK(placement_of({0, 1, 0, 1}).ring_edges_across == 4);
+  CHECK(placement_of({0, 0, 0, 0, 1, 1, 1, 1}).local_rounds == 2);
+  CHECK(placement_of({0, 0, 1, 1}).local_rounds == 1);
+  CHECK(placement_of({0, 1, 0, 1}).local_rounds == 0);
+  CHECK(placement_of({0, 0, 0, 1, 1, 1}).local_rounds == 0);  // 2 ^ 1 = 3 leaves host 0
+  CHECK(placement_of({0, 0, 0, 0, 1}).local_rounds == 2);     // 4 has no partner below 5
 
   // Any placement: host order is a permutation with each host contiguous, and
   // lane j holds the rank of local index j of every host.
@@ -211,6 +220,7 @@ TEST_CASE("hierarchical algorithms refuse a team on one host; selection is the s
     o.hosts = std::string(hosts);
     const std::vector<std::size_t> sizes = {8, 4096, 1 << 20, 64 << 20};
     auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
+      env.model.set_network(30, 1);  // 1 Gbit/s links: the network dominates
       for (std::size_t bytes : sizes) {
         call.count = bytes / 4;
         Selection s = select_algorithm(call, bytes, env.team, env.user, env.model, true);
@@ -223,9 +233,8 @@ TEST_CASE("hierarchical algorithms refuse a team on one host; selection is the s
       INFO("hosts " << hosts << " rank " << r);
       CHECK(chosen[static_cast<std::size_t>(r)] == chosen[0]);
     }
-    // Large calls across hosts: the hierarchical allreduce, whose traffic
-    // across hosts is shared by the ranks of a host (the defaults' 10 Gbit/s
-    // links).
+    // Large calls across slow links: the hierarchical allreduce, whose
+    // traffic across hosts is shared by the ranks of a host.
     CHECK(chosen[0].back().rfind("hierarchical: ", 0) == 0);
   }
 }
