@@ -126,8 +126,8 @@ NetworkLink Communicator::link_network() {
     probe->tag = team_tag(id_, 8);
     probe->name = "link probe";
   }
-  NetworkLink n = resolve_network(config_, hosts_, probe ? &*probe : nullptr, *link_->store,
-                                  link_->store_prefix, link_->probe_leftovers);
+  NetworkLink n = resolve_network(config_, hosts_, probe ? &*probe : nullptr, *link_->transport,
+                                  *link_->store, link_->store_prefix, link_->probe_leftovers);
   std::lock_guard lock(link_->mu);
   link_->network = n;
   return n;

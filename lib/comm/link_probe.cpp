@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -120,6 +119,22 @@ bool parse_result(const std::string& text, LinkMeasurement& m, std::string& why)
   return false;
 }
 
+// A leader's result; a leader that died (the transport knows) will never
+// publish one, so the wait ends then rather than at the deadline.
+std::string read_result(Store& store, const std::string& key, const Deadline& deadline,
+                        Transport& transport) {
+  while (true) {
+    const auto slice = Deadline::at(
+        std::min(deadline.time_point(), Clock::now() + std::chrono::milliseconds(100)));
+    try {
+      return store.get(key, slice);
+    } catch (const IoError& e) {
+      if (e.code() != CHORUS_ERR_TIMEOUT || deadline.expired()) throw;
+    }
+    transport.check_failed();
+  }
+}
+
 }  // namespace
 
 LinkMeasurement measure_link_ring(const Team& probe, const Deadline& deadline, Spin spin,
@@ -199,7 +214,7 @@ void apply_network(Link& link, double alpha_us, double gbps, const std::string& 
 }
 
 NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts, const Team* probe,
-                            Store& store, const std::string& key_prefix,
+                            Transport& transport, Store& store, const std::string& key_prefix,
                             std::shared_ptr<void>& leftovers) {
   NetworkLink configured = configured_network(config);
   configured.hosts = hosts.host_count();
@@ -247,8 +262,9 @@ NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts
       for (int q = 0; q < r && leader; ++q) leader = !hosts.same_host(q, r);
       if (!leader) continue;
       LinkMeasurement m;
-      if (!parse_result(store.get(fmt::format("{}linkprobe/{}", key_prefix, r), deadline), m,
-                        failure))
+      if (!parse_result(
+              read_result(store, fmt::format("{}linkprobe/{}", key_prefix, r), deadline, transport),
+              m, failure))
         break;
       worst.alpha_us = std::max(worst.alpha_us, m.alpha_us);
       worst.gbps = worst.gbps == 0 ? m.gbps : std::min(worst.gbps, m.gbps);

@@ -56,10 +56,10 @@ LinkMeasurement measure_link_ring(const Team& probe, const Deadline& deadline, S
 // The link between hosts for the communicator whose ranks are placed by
 // `hosts`: configured, or probed (collective over every rank: leaders
 // measure, everyone reads). `probe` is the leaders' team on the probe tag,
-// null off the leaders. Never throws: a failed probe gives the configured
-// values.
+// null off the leaders; `transport` tells of a dead leader while waiting for
+// its result. Never throws: a failed probe gives the configured values.
 NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts, const Team* probe,
-                            Store& store, const std::string& key_prefix,
+                            Transport& transport, Store& store, const std::string& key_prefix,
                             std::shared_ptr<void>& leftovers);
 
 // The link's values known before the first communicator is built (a tuning

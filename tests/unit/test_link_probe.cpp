@@ -65,7 +65,8 @@ std::vector<NetworkLink> resolve_on_world(const Config& config,
         std::optional<Team> probe;
         if (r % 2 == 0) probe = Team::of(transport, {0, 2}, tag_of(r), nullptr, "link probe");
         std::shared_ptr<void> leftovers;
-        out[r] = resolve_network(config, hosts, probe ? &*probe : nullptr, store, "t/", leftovers);
+        out[r] = resolve_network(config, hosts, probe ? &*probe : nullptr, transport, store, "t/",
+                                 leftovers);
         transport.close();
       } catch (...) {
         errors[r] = std::current_exception();
