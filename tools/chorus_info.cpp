@@ -10,6 +10,10 @@
 //                                  under chorusrun (or another launcher) the
 //                                  job's real host identities, printed by rank 0:
 //                                    chorusrun -np 4 chorus-info --transports
+//   chorus-info --topology         this host (hwloc); under a launcher the
+//                                  host map and the link classes, with the
+//                                  link between hosts as the probe measured:
+//                                    chorusrun -H a:2,b:2 chorus-info --topology
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -28,6 +32,7 @@
 #include "collectives/team_hierarchy.hpp"
 #include "collectives/tuner/selection.hpp"
 #include "lib/comm/host_domain.hpp"
+#include "tools/info_topology.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/routes.hpp"
 
@@ -184,7 +189,7 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
 
 int main(int argc, char** argv) {
   CLI::App app{"chorus-info: configuration and algorithm plans of Chorus"};
-  bool config_flag = false, plan_flag = false, transports_flag = false;
+  bool config_flag = false, plan_flag = false, transports_flag = false, topology_flag = false;
   int ranks = 2, ranks_on_host = 0;
   std::string hosts, collective = "allreduce";
   app.add_flag("--config", config_flag, "Print every CHORUS_* variable with its value and doc");
@@ -196,17 +201,21 @@ int main(int argc, char** argv) {
   app.add_option("--ranks-on-host", ranks_on_host, "Ranks on this host (default: all)");
   app.add_flag("--transports", transports_flag,
                "Print which transport each peer pair uses and why (under a launcher: this job's)");
+  app.add_flag("--topology", topology_flag,
+               "Print this host (hwloc); under a launcher the job's hosts, their leaders and "
+               "the link classes (the link between hosts as probed at init)");
   app.add_option("--hosts", hosts,
                  "Host of each rank as comma-separated labels, e.g. a,a,b,b (--plan, and "
                  "--transports without a launcher; default: all on this host)");
   CLI11_PARSE(app, argc, argv);
   try {
     const auto& config = chorus::global_config();
-    if (!config_flag && !plan_flag && !transports_flag) config_flag = true;
+    if (!config_flag && !plan_flag && !transports_flag && !topology_flag) config_flag = true;
     if (config_flag) print_config(config);
     if (transports_flag && !print_job_routes(config))
       print_routes(config, hypothetical_hosts(config, ranks, hosts),
                    hosts.empty() ? "all on this host" : "--hosts");
+    if (topology_flag) chorus::info::print_topology(config);
     if (plan_flag)
       print_plan(config, collective, ranks, ranks_on_host > 0 ? ranks_on_host : ranks, hosts);
   } catch (const chorus::Error& e) {

@@ -74,6 +74,16 @@ ConfigVar seconds_var(const char* name, const char* def, const char* doc, double
           [field](const Config& c) { return fmt::format("{}", c.*field); }};
 }
 
+// A variable whose being set matters, not only its value: parsing it also
+// raises `flag` (the defaults never go through the parser).
+ConfigVar given(ConfigVar var, bool Config::*flag) {
+  var.parse = [parse = std::move(var.parse), flag](Config& c, std::string_view v) {
+    parse(c, v);
+    c.*flag = true;
+  };
+  return var;
+}
+
 std::vector<ConfigVar> build_registry() {
   std::vector<ConfigVar> r;
   r.push_back(
@@ -220,14 +230,24 @@ std::vector<ConfigVar> build_registry() {
                           "Fusion engine: warn about a tensor that some ranks submitted and "
                           "others did not after this long (it fails at CHORUS_TIMEOUT).",
                           &Config::fusion_stall_s));
-  r.push_back(positive_var("CHORUS_NET_ALPHA_US", "30",
-                           "Cost model: microseconds of a message step between hosts (latency "
-                           "of the network plus the transport's own).",
-                           &Config::net_alpha_us));
-  r.push_back(positive_var("CHORUS_NET_GBPS", "10",
-                           "Cost model: each host's network link, Gbit/s (the messages that leave "
-                           "a host at once share it).",
-                           &Config::net_gbps));
+  r.push_back(given(positive_var("CHORUS_NET_ALPHA_US", "30",
+                                 "Cost model: microseconds of a message step between hosts "
+                                 "(latency of the network plus the transport's own). Set, it "
+                                 "wins over the link probe (CHORUS_LINK_PROBE).",
+                                 &Config::net_alpha_us),
+                    &Config::net_given));
+  r.push_back(given(positive_var("CHORUS_NET_GBPS", "10",
+                                 "Cost model: each host's network link, Gbit/s (the messages that "
+                                 "leave a host at once share it). Set, it wins over the link "
+                                 "probe (CHORUS_LINK_PROBE).",
+                                 &Config::net_gbps),
+                    &Config::net_given));
+  r.push_back({"CHORUS_LINK_PROBE", "1",
+               "Measure the link between hosts (latency and Gbit/s) at init, between the host "
+               "leaders, in well under a second; every rank then uses the slowest link seen. "
+               "Off, or with CHORUS_NET_ALPHA_US / CHORUS_NET_GBPS set, those values are used.",
+               [](Config& c, std::string_view v) { c.link_probe = parse_bool(v); },
+               [](const Config& c) { return std::string(c.link_probe ? "1" : "0"); }});
   r.push_back(int_var("CHORUS_FUSION_CACHE", "1024",
                       "Fusion engine: tensor names remembered for the one-collective "
                       "negotiation (a byte each per cycle); later names negotiate in full.",

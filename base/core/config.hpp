@@ -52,6 +52,11 @@ struct Config {
   // Mirrored strategy (lib/strategy/mirrored.hpp): compare every rank's
   // variables every this many steps; 0: never.
   int check_replicas = 0;
+  // The link between hosts (lib/comm/link_probe.hpp): measured at init
+  // unless CHORUS_LINK_PROBE=0 or the user set CHORUS_NET_ALPHA_US or
+  // CHORUS_NET_GBPS (net_given), which then win.
+  bool link_probe = true;
+  bool net_given = false;
 };
 
 // An environment to read from: the process's, or a map in tests.

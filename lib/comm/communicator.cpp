@@ -13,6 +13,7 @@
 #include "collectives/registry.hpp"
 #include "collectives/shm/domain.hpp"
 #include "lib/comm/host_domain.hpp"
+#include "lib/comm/link_probe.hpp"
 
 namespace chorus {
 namespace {
@@ -97,7 +98,8 @@ Communicator::Communicator(CommSetup setup)
   config_.spin_us = resolve_spin_us(config_.spin_us);
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
-  cost_model_.set_network(config_.net_alpha_us, config_.net_gbps);
+  network_ = link_network();
+  cost_model_.set_network(network_.alpha_us, network_.gbps);
   if (!all_here) {
     patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
     world_.placement = placement_of(groups.host_of);
@@ -120,6 +122,27 @@ Communicator::Communicator(CommSetup setup)
   progress_ = &t.board().slot(world_.tag);
   link_->users.fetch_add(1);
   worker_ = std::thread([this] { worker_loop(); });
+}
+
+// The first communicator of a link measures (or reads from the config) the
+// link between hosts; the others, split from it, inherit that: a subset of
+// the ranks sees no new link, and a probe per split would cost its time again.
+NetworkLink Communicator::link_network() {
+  {
+    std::lock_guard lock(link_->mu);
+    if (link_->network) return *link_->network;
+  }
+  std::optional<Team> probe;
+  if (leaders_) {
+    probe = *leaders_;
+    probe->tag = team_tag(id_, 8);
+    probe->name = "link probe";
+  }
+  NetworkLink n = resolve_network(config_, hosts_, probe ? &*probe : nullptr, *link_->transport,
+                                  *link_->store, link_->store_prefix, link_->probe_leftovers);
+  std::lock_guard lock(link_->mu);
+  link_->network = n;
+  return n;
 }
 
 Communicator::~Communicator() {

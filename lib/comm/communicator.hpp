@@ -114,6 +114,10 @@ class Communicator {
   // its split relatives: a strategy that needs connections of its own
   // (lib/strategy/ps) meets its peers in the same store.
   const Link& link() const { return *link_; }
+  const topology::HostMap& hosts() const { return hosts_; }
+  // The link between hosts the cost model uses, and where it comes from.
+  const NetworkLink& network() const { return network_; }
+  const CostModel& cost_model() const { return cost_model_; }
   const shm::Domain* shm_domain() const { return world_.shm; }
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -206,6 +210,7 @@ class Communicator {
   // An error's message with the job ranks it names translated to this
   // communicator's ranks (split communicators).
   std::string with_local_ranks(const std::string& message) const;
+  NetworkLink link_network();
   // split's parts (split.cpp): the exchange of every rank's (color, key,
   // proposed id), and the child built from its result.
   struct SplitExchange;
@@ -229,6 +234,7 @@ class Communicator {
   std::optional<Team> leaders_;
   AlgoOverride algo_override_;                // parsed CHORUS_ALGO
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
+  NetworkLink network_;
   CostModel cost_model_;
   // The world's sub-teams when its ranks span hosts (world_.hierarchy).
   std::unique_ptr<TeamHierarchy> hierarchy_;

@@ -7,6 +7,7 @@
 // Tags: a communicator's id (0 for chorus_init's) picks its tag space, so
 // communicators that share ranks never match each other's messages:
 //   collectives of team t (1 world, 2 host, 3 leaders): (id << 20) | t
+//   (4-7: the hierarchy's teams; 8: the link probe among the host leaders)
 //   point-to-point with user tag u (u < 2^20):           bit 31 | (id << 20) | u
 // Ids are agreed at each split: every member proposes the lowest id none of
 // its communicators used, the child takes the largest proposal, and every
@@ -19,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "base/bootstrap/store.hpp"
@@ -35,7 +37,24 @@ inline constexpr uint32_t p2p_tag(uint32_t comm_id, uint32_t user_tag) {
   return (1u << 31) | (comm_id << 20) | user_tag;
 }
 
+// The link between hosts as the cost model sees it (CostModel::set_network),
+// the same on every rank of a job. Measured once per link, at chorus_init
+// (link_probe.hpp); split communicators inherit it.
+struct NetworkLink {
+  double alpha_us = 30;  // a message step between hosts
+  double gbps = 10;      // a host's link
+  // Where the values come from: "probed", "CHORUS_NET_ALPHA_US/CHORUS_NET_GBPS",
+  // "default", or what apply_network was told (a tuning file).
+  std::string source = "default";
+  double probe_ms = 0;  // how long the probe took on this rank; 0: none ran
+  int hosts = 1;        // the hosts the probe ran between
+};
+
 struct Link {
+  // Buffers of a probe that gave up with messages outstanding: the transport
+  // may still write into them, so they are freed after it (declared first,
+  // destroyed last).
+  std::shared_ptr<void> probe_leftovers;
   std::unique_ptr<Transport> transport;
   std::shared_ptr<Store> store;  // shared-memory segments of split communicators meet here
   std::string store_prefix;      // this job's namespace in the store ("comm1/")
@@ -45,6 +64,9 @@ struct Link {
   std::mutex mu;              // guards next_comm_id
   uint32_t next_comm_id = 1;  // the lowest id no communicator on this rank has used
   std::atomic<int> users{0};  // live communicators on this link
+  // Set by the first communicator on the link (or before it, by
+  // apply_network); read by the later ones. Under mu.
+  std::optional<NetworkLink> network;
   // The last call each communicator finished, and the one it is in, are on
   // transport->board(): a failure here spares the finished ones at the peers
   // (Spared), on every communicator of the link, since they all fail together.

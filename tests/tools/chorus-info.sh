@@ -36,6 +36,21 @@ expect "transports: two hosts" '^collectives: point-to-point algorithms \(the 4 
   "$info" --transports --np 4 --hosts a,a,b,b
 expect "transports: forced TCP" 'rank 1 -> rank 0: tcp \(CHORUS_TRANSPORT=tcp\)' \
   env CHORUS_TRANSPORT=tcp "$info" --transports --np 2
+# --topology offline: this host through hwloc, as many hardware threads as
+# the kernel has online, and the two link classes with the defaults.
+expect "topology: hardware threads" "^host .*: [0-9]+ package\\(s\\), .* $(getconf _NPROCESSORS_ONLN) hardware thread\\(s\\)" \
+  "$info" --topology
+expect "topology: same host" '^  same host: shared memory alpha' "$info" --topology
+expect "topology: other host, default" '^  other host: alpha 30.0 us, 10.000 Gbit/s \(default' "$info" --topology
+expect "topology: other host, set" 'other host: alpha 30.0 us, 2.500 Gbit/s \(CHORUS_NET_ALPHA_US/CHORUS_NET_GBPS' \
+  env CHORUS_NET_GBPS=2.5 "$info" --topology
+# Inside a job on one host: the host map, one leader, no probe.
+out=$(timeout 60 "$chorusrun" -np 2 "$info" --topology 2>&1) || fail "job --topology: exit status $?: $out"
+grep -q "^2 rank(s) on 1 host(s)" <<<"$out" || fail "job --topology: no host map: $out"
+grep -q "ranks 0,1; leader rank 0" <<<"$out" || fail "job --topology: no leader: $out"
+grep -q "other host: none in this job" <<<"$out" || fail "job --topology: a link between hosts: $out"
+[ "$(grep -c '^rank [01]: other host alpha_us=30 gbps=10 source=default probe_ms=0.0' <<<"$out")" = 2 ] ||
+  fail "job --topology: rank lines: $out"
 # Inside a job: the job's host identities, and TCP between every pair.
 out=$(timeout 60 "$chorusrun" -np 3 "$info" --transports 2>&1) || fail "job: exit status $?: $out"
 grep -q "host identities of this job via chorusrun" <<<"$out" || fail "job: no host identities: $out"

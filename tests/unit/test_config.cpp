@@ -256,3 +256,19 @@ TEST_CASE("CHORUS_CHECK_REPLICAS: a step interval, 0 for never", "[config]") {
   CHECK(what.find("CHORUS_CHECK_REPLICAS") != std::string::npos);
   CHECK(what.find("out of range") != std::string::npos);
 }
+
+TEST_CASE("CHORUS_NET_*: set or default; CHORUS_LINK_PROBE", "[config]") {
+  const Config defaults = load_config(map_env({}));
+  CHECK_FALSE(defaults.net_given);
+  CHECK(defaults.link_probe);
+  CHECK(defaults.net_gbps == 10);
+  // Set to the default value, it still counts as set: the user chose it.
+  CHECK(load_config(map_env({{"CHORUS_NET_GBPS", "10"}})).net_given);
+  const Config alpha = load_config(map_env({{"CHORUS_NET_ALPHA_US", "75"}}));
+  CHECK(alpha.net_given);
+  CHECK(alpha.net_alpha_us == 75);
+  CHECK_FALSE(load_config(map_env({{"CHORUS_LINK_PROBE", "off"}})).link_probe);
+  CHECK(var("CHORUS_LINK_PROBE").show(defaults) == "1");
+  CHECK_THROWS_AS(load_config(map_env({{"CHORUS_LINK_PROBE", "maybe"}})), UsageError);
+  CHECK_THROWS_AS(load_config(map_env({{"CHORUS_NET_GBPS", "-1"}})), UsageError);
+}
