@@ -5,7 +5,8 @@ HELPER=$2
 TMP=$(mktemp -d)
 # A test that fails with a job still running takes the job down with it (or
 # meson would wait for the job's open stdout until its own timeout).
-trap 'kill -9 $(jobs -p) 2>/dev/null; pkill -9 -f "$MARKER"; rm -rf "$TMP"' EXIT
+# The pattern is never empty: pkill -f "" would match every process here.
+trap 'kill -9 $(jobs -p) 2>/dev/null; [ -n "${MARKER:-}" ] && pkill -9 -f "$MARKER"; rm -rf "$TMP"' EXIT
 unset CHORUS_RANK CHORUS_WORLD_SIZE CHORUS_STORE_ADDR CHORUS_JOB_TOKEN TF_CONFIG
 
 fail() {

@@ -3,14 +3,14 @@
 # expect_no_leftovers), plus `netns_setup H RATE`, which sets up H simulated
 # hosts (SIMHOSTS, tests/netns/simhosts.sh); everything is removed on exit,
 # however the test ends.
-. "$(dirname "$0")/../launcher/common.sh"
+. "$(dirname "$0")/../launcher/common.sh" || { echo "tests/launcher/common.sh not found" >&2; exit 1; }
 EXAMPLE=$2
-. "$(dirname "$0")/simhosts.sh"
+. "$(dirname "$0")/simhosts.sh" || { echo "tests/netns/simhosts.sh not found" >&2; exit 1; }
 AGENT='ip netns exec {host}'
 
 cleanup() {
   kill -9 $(jobs -p) 2>/dev/null
-  pkill -9 -f "$MARKER"
+  [ -n "${MARKER:-}" ] && pkill -9 -f "$MARKER"  # never pkill -f "": it matches everything
   simhosts_down
   rm -rf "$TMP"
 }
