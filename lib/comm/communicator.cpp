@@ -11,6 +11,7 @@
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
+#include "collectives/tuner/tuning_file.hpp"
 
 namespace chorus {
 namespace {
@@ -75,7 +76,7 @@ Communicator::Communicator(CommSetup setup)
       id_(setup.id),
       name_(std::move(setup.name)),
       host_shm_(std::move(setup.host_shm)),
-      algo_override_(AlgoOverride::parse(config_.algo)),
+      algo_override_(user_choices(config_)),
       default_timeout_(seconds(config_.timeout_s)) {
   Transport& t = *link_->transport;
   CHORUS_CHECK(id_ <= kMaxCommId, "communicator id {} is beyond {}", id_, kMaxCommId);
@@ -381,6 +382,12 @@ const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const Call
 Selection Communicator::explain(const CollectiveCall& call) const {
   const CallShape shape = validate(call, rank(), size());
   return select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, true);
+}
+
+void Communicator::set_algo_override(AlgoOverride user) {
+  // The hierarchy keeps a pointer to algo_override_: assigned in place.
+  algo_override_ = std::move(user);
+  for (auto& k : cache_key_) k.store(kNoChoice);
 }
 
 void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
