@@ -31,6 +31,7 @@
 #include "collectives/team.hpp"
 #include "collectives/team_hierarchy.hpp"
 #include "collectives/tuner/selection.hpp"
+#include "collectives/tuner/tuning_file.hpp"
 #include "lib/comm/host_domain.hpp"
 #include "tools/info_topology.hpp"
 #include "transports/inproc/inproc.hpp"
@@ -122,7 +123,7 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
       call.kind = static_cast<CollectiveKind>(k);
   if (call.kind == CollectiveKind::none || call.kind == CollectiveKind::send)
     throw UsageError(fmt::format("--collective: unknown collective '{}'", collective));
-  auto user = AlgoOverride::parse(config.algo);
+  auto user = user_choices(config);
   patterns::HostGroups groups;
   if (!labels.empty()) {
     groups = patterns::group_by_host(hypothetical_hosts(config, ranks, labels).host_of_rank);
@@ -156,11 +157,12 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
                       shm_allowed && widest > 1 ? &widest_layout : nullptr);
     team.hierarchy = &hierarchy->view();
   }
-  fmt::print("{} plan for {} ranks ({} on {}, {} cores{}){}\n", collective, ranks, ranks_on_host,
+  fmt::print("{} plan for {} ranks ({} on {}, {} cores{}){}{}\n", collective, ranks, ranks_on_host,
              hosts ? fmt::format("rank 0's host of {}", groups.host_count()) : "this host",
              online_cores(),
              shm ? fmt::format("; shared memory: all {} ranks share this host", ranks) : "",
-             user.empty() ? "" : ", with CHORUS_ALGO");
+             config.algo.empty() ? "" : ", with CHORUS_ALGO",
+             config.tuning_file.empty() ? "" : ", with CHORUS_TUNING_FILE");
   auto algos = algorithms_for(call.kind);
   fmt::print("{:>10}  {:<20} {:>8}", "bytes", "chosen", "segment");
   for (const AlgorithmSpec* a : algos) fmt::print("  {:>20}", a->name);
@@ -168,12 +170,14 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
   for (std::size_t bytes = 8; bytes <= (std::size_t(1) << 30); bytes *= 4) {
     Selection s = select_algorithm(call, bytes, team, user, model, true);
     auto segment = ring_segment_bytes(bytes, ranks, model, config.segment_bytes);
-    fmt::print("{:>10}  {:<20} {:>8}", format_bytes(bytes), s.spec->name,
+    fmt::print("{:>10}  {:<20} {:>8}", format_bytes(bytes),
+               s.choice ? s.choice->name() : std::string(s.spec->name),
                s.spec->name == "ring" ? format_bytes(segment) : "-");
     for (const auto& c : s.candidates)
       fmt::print("  {:>20}",
                  c.refusal ? std::string("refused") : fmt::format("{:.1f} us", c.estimate_us));
     fmt::print("  {}\n", s.forced             ? fmt::format("CHORUS_ALGO chose {}", s.spec->name)
+                         : s.tuned            ? fmt::format("tuning file chose {}", s.spec->name)
                          : s.refused_override ? fmt::format("CHORUS_ALGO chose {}, which refused",
                                                             s.refused_override->name)
                                               : std::string("cheapest estimate"));

@@ -196,8 +196,15 @@ std::vector<ConfigVar> build_registry() {
                [](const Config& c) { return format_bytes(c.shm_small_max); }});
   r.push_back(str_var("CHORUS_ALGO", "",
                       "Algorithm override: collective:lo-hi:algo[,lo-hi:algo][;...], e.g. "
-                      "allreduce:0-64K:recursive_doubling,64K-inf:ring.",
+                      "allreduce:0-64K:recursive_doubling,64K-inf:ring; a hierarchical "
+                      "algorithm may name its stages' algorithms: "
+                      "hierarchical(within=shm,across=ring).",
                       &Config::algo));
+  r.push_back(str_var("CHORUS_TUNING_FILE", "",
+                      "Tuning file written by chorus-tune (JSON): the measured winner per "
+                      "collective, rank count, host count and size range, used after "
+                      "CHORUS_ALGO and before the cost model.",
+                      &Config::tuning_file));
   r.push_back(str_var("CHORUS_TCP_BIND_ADDR", "",
                       "Address TCP listens on (default: the address used to reach the store).",
                       &Config::tcp_bind_addr));

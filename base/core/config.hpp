@@ -37,6 +37,7 @@ struct Config {
   std::size_t shm_chunk_bytes = 0;    // per-rank piece of a shm round; 0: auto
   std::size_t shm_small_max = 16384;  // shm allreduce latency path up to this size
   std::string algo;                   // override grammar, e.g. "allreduce:0-64K:ring"
+  std::string tuning_file;            // chorus-tune's measured choices (JSON); empty: none
   std::string tcp_bind_addr;  // address to listen on; default: the one used to reach the store
   std::size_t tcp_socket_buffer = 4 << 20;
   std::size_t tcp_zero_copy_min = 4096;  // receive straight into user buffers from this size

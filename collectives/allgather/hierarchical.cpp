@@ -54,7 +54,7 @@ void hierarchical_allgather(CollectiveContext& ctx, const CollectiveCall& c,
   stage.recv = ordered + host_at * shape.elem;
   stage.count = c.count;
   stage.root = 0;
-  run_on(ctx, *h.local, stage);
+  run_on(ctx, *h.local, stage, StageRole::within, shape.bytes);
 
   if (h.leaders) {
     stage.kind = CollectiveKind::allgatherv;
@@ -62,7 +62,7 @@ void hierarchical_allgather(CollectiveContext& ctx, const CollectiveCall& c,
     stage.recv = ordered;
     stage.counts = counts.data();
     stage.root = -1;
-    run_on(ctx, *h.leaders, stage);
+    run_on(ctx, *h.leaders, stage, StageRole::across, shape.bytes);
   }
 
   stage.kind = CollectiveKind::broadcast;
@@ -71,7 +71,7 @@ void hierarchical_allgather(CollectiveContext& ctx, const CollectiveCall& c,
   stage.counts = nullptr;
   stage.count = c.count * static_cast<std::size_t>(n);
   stage.root = 0;
-  run_on(ctx, *h.local, stage);
+  run_on(ctx, *h.local, stage, StageRole::within, shape.bytes);
 
   if (ordered == recv || block == 0) return;
   const std::vector<int> order = g.host_order();

@@ -34,7 +34,8 @@
 namespace chorus {
 namespace {
 
-void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c,
+                            const CallShape& shape) {
   const Hierarchy& h = *ctx.team.hierarchy;
   const Team& local = *h.local;
   const std::size_t e = dtype_size(c.dtype);
@@ -55,7 +56,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
   stage.kind = CollectiveKind::reduce_scatterv;
   stage.send = c.send;  // in place (send == recv) is recv == send + offset, as it is
   stage.recv = mine;
-  run_on(ctx, local, stage);
+  run_on(ctx, local, stage, StageRole::within, shape.bytes);
 
   if (h.lane) {
     CollectiveCall across;
@@ -65,7 +66,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
     across.count = counts[static_cast<std::size_t>(me)];
     across.dtype = c.dtype;
     across.op = op;
-    run_on(ctx, *h.lane, across);
+    run_on(ctx, *h.lane, across, StageRole::across, shape.bytes);
     if (c.op == ReduceOp::avg && across.count > 0)
       scale_for_avg(mine, across.count, c.dtype, ctx.size());
   }
@@ -73,7 +74,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c, con
   stage.kind = CollectiveKind::allgatherv;
   stage.send = mine;
   stage.recv = recv;
-  run_on(ctx, local, stage);
+  run_on(ctx, local, stage, StageRole::within, shape.bytes);
 }
 
 // Within hosts, the reduce-scatter and allgather the widest host would

@@ -23,7 +23,8 @@
 namespace chorus {
 namespace {
 
-void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
+void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c,
+                            const CallShape& shape) {
   const Hierarchy& h = *ctx.team.hierarchy;
   const patterns::HostGroups& g = *h.groups;
   const int me = ctx.rank(), root_host = g.host_of[c.root];
@@ -39,10 +40,10 @@ void hierarchical_broadcast(CollectiveContext& ctx, const CollectiveCall& c, con
     const Team across =
         Team::of(*h.world->transport, std::move(reps), h.cross_tag, nullptr, "representatives");
     stage.root = root_host;
-    run_on(ctx, across, stage);
+    run_on(ctx, across, stage, StageRole::across, shape.bytes);
   }
   stage.root = my_rep;
-  run_on(ctx, *h.local, stage);
+  run_on(ctx, *h.local, stage, StageRole::within, shape.bytes);
 }
 
 // A broadcast across hosts, then one within the widest host.

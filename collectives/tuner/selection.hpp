@@ -5,13 +5,22 @@
 //
 //   CHORUS_ALGO = entry (';' entry)*
 //   entry       = collective ':' rule (',' rule)*
-//   rule        = size '-' (size | 'inf') ':' algorithm      (sizes: 64K, 1M, ...)
+//   rule        = size '-' (size | 'inf') ':' choice         (sizes: 64K, 1M, ...)
+//   choice      = algorithm | 'hierarchical(' inner (',' inner)* ')'
+//   inner       = ('within' | 'across') '=' algorithm
 //
-// e.g. "allreduce:0-64K:recursive_doubling,64K-inf:ring". A rule covers calls
-// of lo <= bytes < hi (CallShape::bytes: the largest buffer a rank moves).
-// Sizes no rule covers, and calls the named algorithm refuses, fall back to
-// the cost model. Collective and algorithm names are those of the registry;
-// an unknown one fails when the override is parsed (at init).
+// e.g. "allreduce:0-64K:recursive_doubling,64K-inf:ring" or
+// "allreduce:0-inf:hierarchical(within=shm,across=rabenseifner)". A rule
+// covers calls of lo <= bytes < hi (CallShape::bytes: the largest buffer a
+// rank moves). Sizes no rule covers, and calls the named algorithm refuses,
+// fall back to a tuning file's entry (CHORUS_TUNING_FILE,
+// tuner/tuning_file.hpp), then to the cost model. Collective and algorithm
+// names are those of the registry; an unknown one fails when the override is
+// parsed (at init). Inner names pick the algorithm of a hierarchical
+// algorithm's stages: `within` those on the host-local team, `across` those
+// between hosts (lanes, leaders); a name must belong to one of the stage
+// collectives of that team (common/subcall.hpp), and a stage it cannot run
+// (another collective, or a refusal) is chosen as a call of its own.
 #pragma once
 
 #include <fmt/format.h>
@@ -19,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,10 +39,27 @@
 
 namespace chorus {
 
+struct TuningTable;  // tuner/tuning_file.hpp
+struct TuningEntry;
+
+// An algorithm as CHORUS_ALGO or a tuning file names it, with the inner
+// algorithms of a hierarchical one (empty: its stages choose as calls of
+// their own). The names point into the registry.
+struct AlgoChoice {
+  const AlgorithmSpec* algo = nullptr;
+  std::string_view within;
+  std::string_view across;
+  // "ring", "hierarchical(within=shm,across=ring)".
+  std::string name() const;
+  // Parses `choice` of the grammar above for `kind`; throws UsageError
+  // prefixed with `what` (the setting or file) naming the bad part.
+  static AlgoChoice parse(CollectiveKind kind, std::string_view text, std::string_view what);
+};
+
 struct AlgoRule {
   std::size_t lo = 0;
   std::size_t hi = SIZE_MAX;  // exclusive; SIZE_MAX means "inf"
-  const AlgorithmSpec* algo = nullptr;
+  AlgoChoice choice;
 };
 
 class AlgoOverride {
@@ -42,11 +69,29 @@ class AlgoOverride {
   static AlgoOverride parse(std::string_view text);
   // The overriding algorithm for (kind, bytes), if a rule covers it.
   const AlgorithmSpec* lookup(CollectiveKind kind, std::size_t bytes) const;
-  bool empty() const { return rules_.empty(); }
+  const AlgoChoice* lookup_choice(CollectiveKind kind, std::size_t bytes) const;
+  // The measured choices of CHORUS_TUNING_FILE, consulted after the rules.
+  void set_tuning(std::shared_ptr<const TuningTable> table) { tuning_ = std::move(table); }
+  const TuningTable* tuning() const { return tuning_.get(); }
+  // The choice (rule, else tuning entry) that covers a call of `bytes` on
+  // `team` and names `running`: where a hierarchical algorithm's stages find
+  // their inner names. Null when neither does (the cost model chose it).
+  const AlgoChoice* choice_of(const AlgorithmSpec& running, std::size_t bytes,
+                              const Team& team) const;
+  bool empty() const { return rules_.empty() && !tuning_; }
 
  private:
   std::map<CollectiveKind, std::vector<AlgoRule>> rules_;
+  std::shared_ptr<const TuningTable> tuning_;
 };
+
+// The collective named `name` (send excluded); throws UsageError prefixed
+// with `what` for another.
+CollectiveKind parse_collective(std::string_view name, std::string_view what);
+
+// The host count a tuning entry is matched against: the hierarchy's, 1 for a
+// team on one host, 0 (matches nothing) for a team across hosts without one.
+int hosts_of(const Team& team);
 
 struct Candidate {
   const AlgorithmSpec* spec = nullptr;
@@ -59,6 +104,8 @@ struct Selection {
   const AlgorithmSpec* spec = nullptr;
   uint8_t id = 0;                                   // CallSignature::algo
   bool forced = false;                              // CHORUS_ALGO chose it
+  const AlgoChoice* choice = nullptr;               // the rule or entry that chose it
+  const TuningEntry* tuned = nullptr;               // the tuning file chose it
   const AlgorithmSpec* refused_override = nullptr;  // CHORUS_ALGO's choice, which refused
   const char* override_refusal = nullptr;
   std::size_t bytes = 0;

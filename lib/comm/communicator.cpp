@@ -12,6 +12,7 @@
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/shm/domain.hpp"
+#include "collectives/tuner/tuning_file.hpp"
 #include "lib/comm/host_domain.hpp"
 #include "lib/comm/link_probe.hpp"
 
@@ -79,7 +80,7 @@ Communicator::Communicator(CommSetup setup)
       name_(std::move(setup.name)),
       host_shm_(std::move(setup.host_shm)),
       hosts_share_memory_(setup.hosts_share_memory),
-      algo_override_(AlgoOverride::parse(config_.algo)),
+      algo_override_(user_choices(config_)),
       default_timeout_(seconds(config_.timeout_s)) {
   Transport& t = *link_->transport;
   CHORUS_CHECK(id_ <= kMaxCommId, "communicator id {} is beyond {}", id_, kMaxCommId);
@@ -131,6 +132,15 @@ NetworkLink Communicator::link_network() {
   {
     std::lock_guard lock(link_->mu);
     if (link_->network) return *link_->network;
+  }
+  // A tuning file's link (chorus-tune wrote what its job measured) stands in
+  // for the probe, unless CHORUS_NET_* were set, which win over both.
+  const TuningTable* tuned = algo_override_.tuning();
+  if (tuned && !config_.net_given && tuned->links.count("other_host")) {
+    const TunedLink& l = tuned->links.at("other_host");
+    apply_network(*link_, l.alpha_us, l.gbps, fmt::format("tuning file {}", tuned->path));
+    std::lock_guard lock(link_->mu);
+    return *link_->network;
   }
   std::optional<Team> probe;
   if (leaders_) {
@@ -416,6 +426,12 @@ const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const Call
 Selection Communicator::explain(const CollectiveCall& call) const {
   const CallShape shape = validate(call, rank(), size());
   return select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, true);
+}
+
+void Communicator::set_algo_override(AlgoOverride user) {
+  // The hierarchy keeps a pointer to algo_override_: assigned in place.
+  algo_override_ = std::move(user);
+  for (auto& k : cache_key_) k.store(kNoChoice);
 }
 
 void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {

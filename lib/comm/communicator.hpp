@@ -129,6 +129,9 @@ class Communicator {
   // What selection would choose for `call` here, with every candidate's
   // estimate or refusal (chorus-info, tests).
   Selection explain(const CollectiveCall& call) const;
+  // Replaces CHORUS_ALGO and the tuning file (chorus-tune times each
+  // algorithm in turn). Every rank sets the same, with no call in flight.
+  void set_algo_override(AlgoOverride user);
 
   // Point-to-point: messages from one rank to another with a user tag
   // (0 <= tag <= kMaxUserTag), matched in order per (peer, tag); sizes must
@@ -232,7 +235,7 @@ class Communicator {
   Team world_;
   Team host_;
   std::optional<Team> leaders_;
-  AlgoOverride algo_override_;                // parsed CHORUS_ALGO
+  AlgoOverride algo_override_;                // CHORUS_ALGO and CHORUS_TUNING_FILE
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   NetworkLink network_;
   CostModel cost_model_;
