@@ -156,7 +156,8 @@ std::vector<ConfigVar> build_registry() {
                }});
   r.push_back({"CHORUS_TRANSPORT", "auto",
                "Force a transport: auto, tcp, ucx or shm. auto: shared-memory collectives when "
-               "every rank is on this host, point-to-point over UCX where built, else TCP. tcp / "
+               "every rank is on this host, point-to-point over UCX between hosts that both have "
+               "RDMA devices (where built), else TCP. tcp / "
                "ucx: everything over that transport. shm: shared-memory collectives (every rank "
                "must share the host), point-to-point over TCP.",
                [](Config& c, std::string_view v) {

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
+
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <cstdlib>
@@ -108,11 +110,23 @@ int HostMap::host_count() const {
   return static_cast<int>(std::set<std::string>(host_of_rank.begin(), host_of_rank.end()).size());
 }
 
+bool HostMap::rdma_between(int a, int b) const {
+  const auto n = static_cast<int>(rdma_of_rank.size());
+  return a < n && b < n && rdma_of_rank[a] && rdma_of_rank[b];
+}
+
+bool has_rdma_devices() {
+  std::error_code ec;
+  std::filesystem::directory_iterator devices("/sys/class/infiniband", ec);
+  return !ec && devices != std::filesystem::directory_iterator();
+}
+
 HostMap exchange_host_map(Store& store, const std::string& key_prefix, int rank, int size,
                           const std::string& my_identity, const Deadline& deadline,
-                          const std::string& my_cpus) {
+                          const std::string& my_cpus, bool my_rdma) {
   store.set(fmt::format("{}host/{}", key_prefix, rank), my_identity);
   store.set(fmt::format("{}cpus/{}", key_prefix, rank), my_cpus);
+  store.set(fmt::format("{}rdma/{}", key_prefix, rank), my_rdma ? "1" : "0");
   HostMap map;
   map.rank = rank;
   for (int r = 0; r < size; ++r) {
@@ -120,6 +134,8 @@ HostMap exchange_host_map(Store& store, const std::string& key_prefix, int rank,
         r == rank ? my_identity : store.get(fmt::format("{}host/{}", key_prefix, r), deadline));
     map.cpus_of_rank.push_back(
         r == rank ? my_cpus : store.get(fmt::format("{}cpus/{}", key_prefix, r), deadline));
+    map.rdma_of_rank.push_back(
+        r == rank ? my_rdma : store.get(fmt::format("{}rdma/{}", key_prefix, r), deadline) == "1");
   }
   return map;
 }

@@ -22,10 +22,15 @@ std::string my_cpu_list();
 // UsageError on a malformed list.
 int union_cpu_count(const std::vector<std::string>& cpu_lists);
 
+// Whether this host has RDMA devices (InfiniBand, RoCE, iWARP: entries in
+// /sys/class/infiniband), the links UCX reaches that TCP does not.
+bool has_rdma_devices();
+
 // Where every rank of a communicator runs, exchanged through the store.
 struct HostMap {
   std::vector<std::string> host_of_rank;
   std::vector<std::string> cpus_of_rank;  // my_cpu_list() of each rank; empty: unknown
+  std::vector<char> rdma_of_rank;         // has_rdma_devices() of each rank; empty: none
   int rank = 0;
 
   int size() const { return static_cast<int>(host_of_rank.size()); }
@@ -41,12 +46,15 @@ struct HostMap {
   int ranks_on_host_of(int r) const;
   bool all_on_one_host() const;
   int host_count() const;
+  // Whether the hosts of ranks a and b both have RDMA devices.
+  bool rdma_between(int a, int b) const;
 };
 
 // Collective: every rank publishes its identity and CPU list under key_prefix
 // and reads all.
 HostMap exchange_host_map(Store& store, const std::string& key_prefix, int rank, int size,
                           const std::string& my_identity, const Deadline& deadline,
-                          const std::string& my_cpus = my_cpu_list());
+                          const std::string& my_cpus = my_cpu_list(),
+                          bool my_rdma = has_rdma_devices());
 
 }  // namespace chorus::topology

@@ -23,13 +23,28 @@ TEST_CASE("one host: shared-memory collectives, TCP point-to-point in auto", "[r
   CHECK_THAT(plan.shm_why, Catch::Contains("all 3 ranks share this host"));
 }
 
-TEST_CASE("several hosts: no shared memory anywhere, UCX without its shm transports", "[routes]") {
+TEST_CASE("several hosts: no shared memory anywhere; UCX between hosts with RDMA devices",
+          "[routes]") {
+  // Without RDMA devices UCX would only use TCP: the TCP transport serves.
   auto plan = plan_routes(hosts({"a", "a", "b", "b"}, 0), "auto", true);
   CHECK_FALSE(plan.shm_collectives);
+  CHECK_FALSE(plan.uses_ucx);
+  CHECK(plan.peer_transport == std::vector<std::string>{"self", "tcp", "tcp", "tcp"});
+  CHECK_THAT(plan.peer_why[2], Catch::Contains("without RDMA devices"));
+  // With them at both ends: UCX between hosts, without its shm transports;
+  // TCP within a host.
+  topology::HostMap rdma = hosts({"a", "a", "b", "b", "c"}, 0);
+  rdma.rdma_of_rank = {1, 1, 1, 1, 0};
+  plan = plan_routes(rdma, "auto", true);
   CHECK(plan.uses_ucx);
   CHECK_FALSE(plan.ucx_shared_memory);
-  CHECK(plan.peer_transport == std::vector<std::string>{"self", "ucx", "ucx", "ucx"});
-  CHECK_THAT(plan.peer_why[1], Catch::Contains("shared-memory transports off"));
+  CHECK(plan.peer_transport == std::vector<std::string>{"self", "tcp", "ucx", "ucx", "tcp"});
+  CHECK_THAT(plan.peer_why[2], Catch::Contains("shared-memory transports off"));
+  // The plan of a pair is the same from both ends.
+  rdma.rank = 2;
+  CHECK(plan_routes(rdma, "auto", true).peer_transport[0] == "ucx");
+  rdma.rank = 4;
+  CHECK(plan_routes(rdma, "auto", true).peer_transport[0] == "tcp");
   auto without_ucx = plan_routes(hosts({"a", "a", "b", "b"}, 2), "auto", false);
   CHECK(without_ucx.peer_transport == std::vector<std::string>{"tcp", "tcp", "self", "tcp"});
   CHECK_FALSE(without_ucx.uses_ucx);
