@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
-
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <filesystem>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
