@@ -21,7 +21,20 @@ struct TopologyFree {
 };
 using Topology = std::unique_ptr<hwloc_topology, TopologyFree>;
 
+// hwloc loads its plugins (I/O discovery) with the first topology and
+// unloads them with the last one; what their libraries allocated for good
+// (libpciaccess) then shows as leaks of an unloaded module. One topology
+// kept for the life of the process keeps them loaded.
+void keep_plugins_loaded() {
+  static hwloc_topology_t kept = [] {
+    hwloc_topology_t t = nullptr;
+    return hwloc_topology_init(&t) == 0 ? t : nullptr;
+  }();
+  (void)kept;
+}
+
 Topology load_topology() {
+  keep_plugins_loaded();
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) throw IoError(CHORUS_ERR_IO, "hwloc: cannot start");
   Topology topo(raw);
