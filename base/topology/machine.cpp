@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
+
 #include <unistd.h>
+#include <mutex>
 
 #include <algorithm>
 #include <filesystem>
@@ -25,12 +27,15 @@ using Topology = std::unique_ptr<hwloc_topology, TopologyFree>;
 // unloads them with the last one; what their libraries allocated for good
 // (libpciaccess) then shows as leaks of an unloaded module. One topology
 // kept for the life of the process keeps them loaded.
+// (volatile: the compiler must keep the pointer, the leak checker's root.)
+hwloc_topology_t volatile kept_topology = nullptr;
+
 void keep_plugins_loaded() {
-  static hwloc_topology_t kept = [] {
+  static std::once_flag once;
+  std::call_once(once, [] {
     hwloc_topology_t t = nullptr;
-    return hwloc_topology_init(&t) == 0 ? t : nullptr;
-  }();
-  (void)kept;
+    if (hwloc_topology_init(&t) == 0) kept_topology = t;
+  });
 }
 
 Topology load_topology() {
