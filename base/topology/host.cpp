@@ -124,17 +124,23 @@ HostMap exchange_host_map(Store& store, const std::string& key_prefix, int rank,
                           const std::string& my_identity, const Deadline& deadline,
                           const std::string& my_cpus, bool my_rdma) {
   store.set(fmt::format("{}host/{}", key_prefix, rank), my_identity);
-  store.set(fmt::format("{}cpus/{}", key_prefix, rank), my_cpus);
-  store.set(fmt::format("{}rdma/{}", key_prefix, rank), my_rdma ? "1" : "0");
+  // The RDMA flag rides with the CPU list ("1 0-3"): one more key per rank
+  // would be one more store round trip per rank and peer at init.
+  store.set(fmt::format("{}cpus/{}", key_prefix, rank),
+            fmt::format("{} {}", my_rdma ? 1 : 0, my_cpus));
   HostMap map;
   map.rank = rank;
   for (int r = 0; r < size; ++r) {
     map.host_of_rank.push_back(
         r == rank ? my_identity : store.get(fmt::format("{}host/{}", key_prefix, r), deadline));
-    map.cpus_of_rank.push_back(
-        r == rank ? my_cpus : store.get(fmt::format("{}cpus/{}", key_prefix, r), deadline));
-    map.rdma_of_rank.push_back(
-        r == rank ? my_rdma : store.get(fmt::format("{}rdma/{}", key_prefix, r), deadline) == "1");
+    if (r == rank) {
+      map.cpus_of_rank.push_back(my_cpus);
+      map.rdma_of_rank.push_back(my_rdma);
+      continue;
+    }
+    const std::string cpus = store.get(fmt::format("{}cpus/{}", key_prefix, r), deadline);
+    map.rdma_of_rank.push_back(cpus.rfind("1 ", 0) == 0);
+    map.cpus_of_rank.push_back(cpus.size() >= 2 ? cpus.substr(2) : std::string());
   }
   return map;
 }
