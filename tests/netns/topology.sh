@@ -44,8 +44,10 @@ probe_ms=$(grep -oE "^rank 0: .* probe_ms=[0-9.]+" <<<"$out" | sed 's/.*probe_ms
 echo "2 hosts at 1gbit: alpha $alpha us, $gbps Gbit/s; probe $probe_ms ms on rank 0; job $elapsed_ms ms"
 awk -v g="$gbps" 'BEGIN { exit !(g >= 0.5 && g <= 1.2) }' || fail "2x2: $gbps Gbit/s on a 1 Gbit/s link"
 awk -v a="$alpha" 'BEGIN { exit !(a > 0 && a < 5000) }' || fail "2x2: alpha $alpha us"
-# Loose: the probe's own work is well under a second; the machine is shared.
-awk -v t="$probe_ms" 'BEGIN { exit !(t > 0 && t < 5000) }' || fail "2x2: the probe took $probe_ms ms"
+# The probe ran (its duration is printed above, not asserted: the machine is
+# shared; the probe's own 5 s deadline bounds it, and one that ran out would
+# not say "probed").
+awk -v t="$probe_ms" 'BEGIN { exit !(t > 0) }' || fail "2x2: no probe time: $probe_ms"
 
 # 3 hosts x 1 rank: a ring of three leaders.
 out=$(topology "$h0:1,$h1:1,$h2:1") || fail "3x1: $out"
