@@ -96,6 +96,11 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual bool can_connect(int peer) const = 0;
+  // Whether two threads of this rank may issue and wait on requests at once
+  // (the pipelined stages of the hierarchical algorithms do). Every real
+  // transport guards its state with a lock of its own; chorus-sim's, whose
+  // rank has one virtual clock, does not.
+  virtual bool allows_concurrent_waits() const { return true; }
 
   // Never block; the request completes later (or at once). Send buffers must
   // stay unchanged and receive buffers untouched by the caller until done.

@@ -37,7 +37,12 @@ std::span<std::byte> ScratchPool::get(int slot, std::size_t bytes) {
 std::size_t ScratchPool::total_bytes() const {
   std::size_t total = 0;
   for (const auto& b : buffers_) total += b.size;
-  return total;
+  return side_ ? total + side_->total_bytes() : total;
+}
+
+ScratchPool& ScratchPool::side() {
+  if (!side_) side_ = std::make_unique<ScratchPool>();
+  return *side_;
 }
 
 }  // namespace chorus

@@ -1,6 +1,7 @@
 #include "collectives/common/subcall.hpp"
 
 #include <atomic>
+#include <chrono>
 
 #include "base/core/log.hpp"
 #include "collectives/tuner/selection.hpp"
@@ -92,7 +93,14 @@ void run_on(CollectiveContext& ctx, const Team& team, const CollectiveCall& call
             collective_name(call.kind), shape.bytes, team.name, team.size(), algo.name);
   CollectiveContext sub = CollectiveContext::over(team, ctx.scratch, ctx.sig, ctx.deadline,
                                                   ctx.segment_bytes, ctx.spin);
+  if (!log.should_log(spdlog::level::trace)) return algo.run(sub, call, shape);
+  const auto start = std::chrono::steady_clock::now();
   algo.run(sub, call, shape);
+  log.trace("{} stage: {} on team {} took {} us", ctx.team.name, collective_name(call.kind),
+            team.name,
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count());
 }
 
 }  // namespace chorus

@@ -22,6 +22,12 @@ HostGroups group_by_host(const std::vector<std::string>& host_of_rank) {
   return g;
 }
 
+int stage_segments(std::size_t bytes, int widest) {
+  if (widest < 2) return 1;
+  const std::size_t segments = bytes / kStageSegmentBytes;
+  return static_cast<int>(std::clamp<std::size_t>(segments, 1, kMaxStageSegments));
+}
+
 int HostGroups::lanes() const {
   std::size_t fewest = hosts.empty() ? 0 : hosts.front().size();
   for (const auto& h : hosts) fewest = std::min(fewest, h.size());

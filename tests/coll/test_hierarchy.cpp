@@ -5,10 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "collectives/call.hpp"
+#include "collectives/common/side_stages.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/team_hierarchy.hpp"
@@ -98,6 +102,102 @@ TEST_CASE("host groups: hosts in order of their lowest rank, lanes, host order",
         REQUIRE(g.host_of[lane[h]] == static_cast<int>(h));
         REQUIRE(g.local_index[lane[h]] == j);
       }
+    }
+  }
+}
+
+TEST_CASE("stage segments: one per MiB up to 32, one without a host of two ranks",
+          "[hierarchy][patterns]") {
+  CHECK(patterns::stage_segments(0, 2) == 1);
+  CHECK(patterns::stage_segments((1 << 20) - 1, 4) == 1);
+  CHECK(patterns::stage_segments(2 << 20, 2) == 2);
+  CHECK(patterns::stage_segments(4000012, 2) == 3);  // 1000003 floats
+  CHECK(patterns::stage_segments(20 << 20, 2) == 20);
+  CHECK(patterns::stage_segments(64 << 20, 2) == 32);
+  CHECK(patterns::stage_segments(std::size_t{1} << 40, 8) == 32);
+  CHECK(patterns::stage_segments(64 << 20, 1) == 1);
+}
+
+TEST_CASE("side stages: segments run in order beside the caller; a failure reaches wait",
+          "[hierarchy][side_stages]") {
+  for (bool threaded : {true, false}) {
+    INFO("threaded " << threaded);
+    std::vector<int> order;
+    std::atomic<bool> other_thread{false};
+    const auto caller = std::this_thread::get_id();
+    {
+      SideStages side(
+          [&](int s) {
+            order.push_back(s);
+            if (std::this_thread::get_id() != caller) other_thread = true;
+          },
+          threaded);
+      for (int s = 0; s < 5; ++s) side.release(s);
+      side.wait(4);
+      CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+    }
+    CHECK(other_thread == threaded);
+
+    // Segment 1 throws: wait(1) and later waits rethrow it, segment 2 never
+    // runs, and the destructor returns.
+    std::atomic<int> ran{0};
+    SideStages failing(
+        [&](int s) {
+          ++ran;
+          if (s == 1) throw std::runtime_error("lane failed");
+        },
+        threaded);
+    failing.release(0);
+    failing.wait(0);
+    if (threaded) {
+      failing.release(1);
+      failing.release(2);
+      CHECK_THROWS_WITH(failing.wait(1), "lane failed");
+      CHECK_THROWS_WITH(failing.wait(2), "lane failed");
+    } else {
+      CHECK_THROWS_WITH(failing.release(1), "lane failed");
+    }
+    CHECK(ran == 2);
+  }
+  // The caller leaves (it threw) while segments are released but not run:
+  // the destructor lets the one under way (if it started) finish and runs
+  // no more.
+  std::atomic<int> ran{0};
+  std::atomic<bool> go{false};
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    go = true;
+  });
+  {
+    SideStages side(
+        [&](int) {
+          ++ran;
+          while (!go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        },
+        true);
+    for (int s = 0; s < 4; ++s) side.release(s);
+  }
+  later.join();
+  CHECK(ran <= 1);
+}
+
+TEST_CASE("hierarchical allreduce: segments, the lanes' stage on a thread of its own",
+          "[allreduce][hierarchy][side_stages]") {
+  // 4 MiB of floats: 4 segments, each lane's allreduce beside the host's
+  // stages; unequal hosts leave a rank in no lane.
+  for (std::string_view hosts : {"aabb", "aabbb", "abcabc"}) {
+    for (auto [op, in_place] : {std::pair{ReduceOp::sum, false}, std::pair{ReduceOp::avg, true}}) {
+      Case c{static_cast<int>(hosts.size()),
+             std::size_t{1} << 20,
+             DataType::f32,
+             op,
+             in_place,
+             kDefaultSegment,
+             0};
+      c.algorithm = "hierarchical";
+      c.hosts = hosts;
+      INFO(describe_case(c));
+      REQUIRE(check_allreduce(c) == "");
     }
   }
 }

@@ -22,6 +22,16 @@ out=$(on "$h0" "$CHORUSRUN" -H "$h0:2,$h1:2" --launch-agent "$AGENT" "$EXAMPLE" 
   fail "2x2 by slot failed: $out"
 check_example "$out" 4
 
+# A large allreduce through the hierarchical algorithm: shared memory within
+# each host, and the lanes' allreduces across hosts on a thread of their own
+# beside it, segment after segment (16 MB: 15 segments).
+out=$(on "$h0" "$CHORUSRUN" -H "$h0:2,$h1:2" --launch-agent "$AGENT" \
+  -x CHORUS_ALGO=allreduce:0-inf:hierarchical -x CHORUS_LOG_LEVEL=debug "$EXAMPLE" 4000000 2>&1) ||
+  fail "2x2 hierarchical failed: $out"
+check_example "$out" 4
+grep -q "stage: allreduce of 53333[26] bytes on team lane" <<<"$out" ||
+  fail "no lane stage of a 16 MB segment in: $(grep stage <<<"$out" | head)"
+
 # Where each rank ran, and its local rank and size there.
 placement() {
   on "$h0" "$CHORUSRUN" "$@" --launch-agent "$AGENT" bash -c \

@@ -69,6 +69,7 @@ class SimTransport : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return fabric_->size(); }
   bool can_connect(int peer) const override { return peer >= 0 && peer < size(); }
+  bool allows_concurrent_waits() const override { return false; }
 
   RequestPtr isend(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<const std::byte> data) override;

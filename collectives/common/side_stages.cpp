@@ -1,0 +1,68 @@
+#include "collectives/common/side_stages.hpp"
+
+#include <pthread.h>
+
+#include <utility>
+
+namespace chorus {
+
+SideStages::SideStages(std::function<void(int)> work, bool threaded) : work_(std::move(work)) {
+  if (threaded) thread_ = std::thread([this] { main(); });
+}
+
+SideStages::~SideStages() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void SideStages::release(int segment) {
+  if (!thread_.joinable()) {
+    // Unthreaded: in order, at once; a failure propagates from here.
+    work_(segment);
+    done_ = released_ = segment + 1;
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    released_ = segment + 1;
+  }
+  changed_.notify_all();
+}
+
+void SideStages::wait(int segment) {
+  if (!thread_.joinable()) return;
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return done_ > segment || error_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void SideStages::main() {
+  pthread_setname_np(pthread_self(), "chorus-stages");
+  for (int segment = 0;; ++segment) {
+    {
+      std::unique_lock lock(mu_);
+      changed_.wait(lock, [&] { return stop_ || released_ > segment; });
+      if (stop_) return;  // the caller left (it threw): run no more
+    }
+    try {
+      work_(segment);
+    } catch (...) {
+      std::lock_guard lock(mu_);
+      error_ = std::current_exception();
+      changed_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      done_ = segment + 1;
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace chorus
