@@ -30,7 +30,7 @@ namespace chorus {
 namespace shm {
 class Domain;
 struct Layout;
-const Layout& layout_of(const Domain& domain);  // collectives/shm/domain.hpp
+const Layout& layout_of(const Domain& domain);  // collectives/shm/domain.cpp
 }  // namespace shm
 
 namespace patterns {

@@ -129,6 +129,10 @@ Domain::Domain(const Options& options, Segment segment)
 
 Domain::~Domain() = default;
 
+const Layout& layout_of(const Domain& domain) {
+  return domain.layout();
+}
+
 std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
   const Layout& layout = o.layout;
   CHORUS_CHECK(layout.ranks >= 1 && o.rank >= 0 && o.rank < layout.ranks, "ranks {} rank {}",

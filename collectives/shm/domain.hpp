@@ -229,8 +229,8 @@ class Domain {
   std::vector<std::byte*> mails_;   // Small[r][parity] at [2 r + parity]
 };
 
-inline const Layout& layout_of(const Domain& domain) {
-  return domain.layout();
-}
+// Out of line: collectives/team.hpp declares it without this header, so an
+// inline definition would leave callers that do not include it unresolved.
+const Layout& layout_of(const Domain& domain);
 
 }  // namespace chorus::shm

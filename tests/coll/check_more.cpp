@@ -306,7 +306,7 @@ std::vector<std::string_view> runnable_algorithms(CollectiveKind kind) {
   static const shm::Layout layout;
   Team one_host;
   one_host.members = {0, 1};
-  if (kDefaultTransport == TransportKind::shm) one_host.shm_layout = &layout;
+  if (default_transport() == TransportKind::shm) one_host.shm_layout = &layout;
   CollectiveCall call;
   call.kind = kind;
   std::vector<std::string_view> out;

@@ -11,7 +11,7 @@
 #include "base/core/error.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/tcp/tcp_transport.hpp"
-#ifdef CHORUS_TEST_UCX
+#ifdef CHORUS_HAVE_UCX
 #include "tests/coll/ucx_world.hpp"
 #endif
 
@@ -66,7 +66,7 @@ World& world(TransportKind kind, int n) {
       auto& store = world->stores[static_cast<std::size_t>(r)];
       store = std::make_unique<TcpStoreClient>(world->server->address(), "coll-test",
                                                Deadline::after(std::chrono::seconds(30)));
-#ifdef CHORUS_TEST_UCX
+#ifdef CHORUS_HAVE_UCX
       if (kind == TransportKind::ucx) {
         world->transports[static_cast<std::size_t>(r)] = connect_ucx(*store, r, n);
         return;

@@ -24,19 +24,13 @@ namespace chorus::test {
 // control channel.
 enum class TransportKind { inproc, tcp, shm, ucx };
 
-// The coll_tests binary runs the sweeps over the in-process transport; the
-// coll_tests_tcp binary is the same sources built with CHORUS_TEST_TCP, so
-// every sweep also runs over real loopback TCP; coll_tests_shm
-// (CHORUS_TEST_SHM) runs them through shared memory.
-#ifdef CHORUS_TEST_TCP
-inline constexpr TransportKind kDefaultTransport = TransportKind::tcp;
-#elif defined(CHORUS_TEST_UCX)  // coll_tests_ucx: the sweeps over UCX (tests/coll/ucx_world.hpp)
-inline constexpr TransportKind kDefaultTransport = TransportKind::ucx;
-#elif defined(CHORUS_TEST_SHM)
-inline constexpr TransportKind kDefaultTransport = TransportKind::shm;
-#else
-inline constexpr TransportKind kDefaultTransport = TransportKind::inproc;
-#endif
+// The transport the sweeps run over: each collective test binary shares the
+// same compiled sources and compiles only default_transport.cpp itself, with
+// CHORUS_TEST_TCP (coll_tests_tcp: real loopback TCP), CHORUS_TEST_UCX
+// (coll_tests_ucx, tests/coll/ucx_world.hpp), CHORUS_TEST_SHM
+// (coll_tests_shm: the shared-memory collectives) or none (coll_tests: the
+// in-process transport).
+TransportKind default_transport();
 
 struct RunOptions {
   std::size_t segment_bytes = 64;
@@ -46,7 +40,7 @@ struct RunOptions {
   bool abort_on_error = true;
   // Ranks for which this returns false never start (no thread, no transport).
   std::function<bool(int)> participates;
-  TransportKind transport = kDefaultTransport;
+  TransportKind transport = default_transport();
   // shm: the domain's piece size (the pipeline's chunk) and latency-path size.
   std::size_t shm_piece_bytes = 64;
   std::size_t shm_small_bytes = 256;
