@@ -454,8 +454,12 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
   if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
     auto plan = std::make_shared<WirePlan>(plan_wire(call, *wire, size()));
     const AlgorithmSpec* algo = &choose(plan->inner, plan->shape, plan->sig);
-    return run_async(plan->sig, segment_bytes_for(plan->shape.bytes),
-                     [call, plan, algo](CollectiveContext& ctx) {
+    const CallSignature wire_sig = plan->sig;
+    const std::size_t segment = segment_bytes_for(plan->shape.bytes);
+    // Moved, not copied, into the body: the worker, which drops the body
+    // after running it, then releases the plan on the thread that read it.
+    return run_async(wire_sig, segment,
+                     [call, plan = std::move(plan), algo](CollectiveContext& ctx) {
                        run_wire_allreduce(ctx, *algo, call, *plan);
                      });
   }
@@ -468,9 +472,13 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
     counts = std::make_shared<std::vector<std::size_t>>(call.counts, call.counts + size());
     kept.counts = counts->data();
   }
-  return run_async(
-      sig, segment_bytes_for(shape.bytes),
-      [kept, shape, algo, counts](CollectiveContext& ctx) { algo->run(ctx, kept, shape); });
+  // Moved into the body for the same reason as the plan above: a copy kept
+  // here would be released on this thread after the worker had run the call
+  // (ThreadSanitizer reported the vector's delete racing the worker's reads).
+  return run_async(sig, segment_bytes_for(shape.bytes),
+                   [kept, shape, algo, counts = std::move(counts)](CollectiveContext& ctx) {
+                     algo->run(ctx, kept, shape);
+                   });
 }
 
 // "rank 3" in a message from the transport is the job's (transport) rank;
