@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,9 @@ class SimHosts:
 
     def down(self):
         subprocess.run(["bash", self.script, "down"], env=self.env)
+        # The Open MPI agent's vader backing directories, one per host.
+        for name in self.names:
+            shutil.rmtree(os.path.join("/dev/shm", "ompi-" + name), ignore_errors=True)
 
 
 def ompi_agent(tmpdir):
