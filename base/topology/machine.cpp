@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
-
 #include <unistd.h>
-#include <mutex>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <tuple>
 

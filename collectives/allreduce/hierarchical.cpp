@@ -98,10 +98,9 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c,
 
   // The lanes' allreduces run beside this thread, with scratch of their own.
   const bool threaded = segments > 1 && h.lane && ctx.transport.allows_concurrent_waits();
-  CollectiveContext side_ctx{
-      ctx.team,          ctx.transport, threaded ? ctx.scratch.side() : ctx.scratch,
-      ctx.tag,           ctx.sig,       ctx.deadline,
-      ctx.segment_bytes, ctx.spin,      ctx.shm};
+  CollectiveContext side_ctx =
+      CollectiveContext::over(ctx.team, threaded ? ctx.scratch.side() : ctx.scratch, ctx.sig,
+                              ctx.deadline, ctx.segment_bytes, ctx.spin);
   auto across = [&](int s) {
     if (!h.lane) return;
     const SegmentPlan& p = plans[static_cast<std::size_t>(s)];
@@ -121,10 +120,10 @@ void hierarchical_allreduce(CollectiveContext& ctx, const CollectiveCall& c,
     within(CollectiveKind::reduce_scatterv, plans[static_cast<std::size_t>(s)]);
     side.release(s);
     if (s == 0) continue;
-    side.wait(s - 1);
+    side.wait(s - 1, ctx.deadline);
     within(CollectiveKind::allgatherv, plans[static_cast<std::size_t>(s - 1)]);
   }
-  side.wait(segments - 1);
+  side.wait(segments - 1, ctx.deadline);
   within(CollectiveKind::allgatherv, plans.back());
 }
 

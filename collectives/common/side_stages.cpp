@@ -1,8 +1,11 @@
 #include "collectives/common/side_stages.hpp"
 
+#include <fmt/format.h>
 #include <pthread.h>
 
 #include <utility>
+
+#include "base/core/error.hpp"
 
 namespace chorus {
 
@@ -34,11 +37,17 @@ void SideStages::release(int segment) {
   changed_.notify_all();
 }
 
-void SideStages::wait(int segment) {
+void SideStages::wait(int segment, const Deadline& deadline) {
   if (!thread_.joinable()) return;
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return done_ > segment || error_; });
+  const bool ended = changed_.wait_until(lock, deadline.time_point() + kGrace,
+                                         [&] { return done_ > segment || error_; });
   if (error_) std::rethrow_exception(error_);
+  if (!ended)
+    throw IoError(CHORUS_ERR_TIMEOUT,
+                  fmt::format("timed out waiting for segment {} of the stage across hosts "
+                              "(its thread is still inside it)",
+                              segment));
 }
 
 void SideStages::main() {

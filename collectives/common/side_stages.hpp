@@ -15,11 +15,14 @@
 // on this host's other stages) and joins.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include "base/core/deadline.hpp"
 
 namespace chorus {
 
@@ -33,8 +36,11 @@ class SideStages {
   // Segments up to `segment` may run (release them in order).
   void release(int segment);
   // Returns once work(segment) has finished; rethrows a failure of it or of
-  // an earlier segment.
-  void wait(int segment);
+  // an earlier segment. work's own waits end at the call's `deadline` with
+  // an error that names the peers; this one gives up kGrace after it (then
+  // with IoError(CHORUS_ERR_TIMEOUT)) in case work is stuck past it.
+  static constexpr std::chrono::seconds kGrace{2};
+  void wait(int segment, const Deadline& deadline);
 
  private:
   void main();

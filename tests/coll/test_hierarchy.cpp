@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/core/error.hpp"
 #include "collectives/call.hpp"
 #include "collectives/common/side_stages.hpp"
 #include "collectives/patterns/hierarchy.hpp"
@@ -120,6 +121,7 @@ TEST_CASE("stage segments: one per MiB up to 32, one without a host of two ranks
 
 TEST_CASE("side stages: segments run in order beside the caller; a failure reaches wait",
           "[hierarchy][side_stages]") {
+  const Deadline kWait = Deadline::after(std::chrono::seconds(30));
   for (bool threaded : {true, false}) {
     INFO("threaded " << threaded);
     std::vector<int> order;
@@ -133,7 +135,7 @@ TEST_CASE("side stages: segments run in order beside the caller; a failure reach
           },
           threaded);
       for (int s = 0; s < 5; ++s) side.release(s);
-      side.wait(4);
+      side.wait(4, kWait);
       CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
     }
     CHECK(other_thread == threaded);
@@ -148,17 +150,31 @@ TEST_CASE("side stages: segments run in order beside the caller; a failure reach
         },
         threaded);
     failing.release(0);
-    failing.wait(0);
+    failing.wait(0, kWait);
     if (threaded) {
       failing.release(1);
       failing.release(2);
-      CHECK_THROWS_WITH(failing.wait(1), "lane failed");
-      CHECK_THROWS_WITH(failing.wait(2), "lane failed");
+      CHECK_THROWS_WITH(failing.wait(1, kWait), "lane failed");
+      CHECK_THROWS_WITH(failing.wait(2, kWait), "lane failed");
     } else {
       CHECK_THROWS_WITH(failing.release(1), "lane failed");
     }
     CHECK(ran == 2);
   }
+  // A segment still running kGrace after the deadline: wait gives up with a
+  // timeout instead of waiting for it.
+  std::atomic<bool> unstick{false};
+  {
+    SideStages stuck(
+        [&](int) {
+          while (!unstick) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        },
+        true);
+    stuck.release(0);
+    CHECK_THROWS_AS(stuck.wait(0, Deadline::after(std::chrono::milliseconds(0))), IoError);
+    unstick = true;
+  }
+
   // The caller leaves (it threw) while segments are released but not run:
   // the destructor lets the one under way (if it started) finish and runs
   // no more.

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "base/core/error.hpp"
-#include "collectives/shm/domain.hpp"  // Team::of reads the layout (shm::layout_of is inline)
 #include "lib/comm/link_probe.hpp"
 #include "transports/inproc/inproc.hpp"
 
