@@ -289,15 +289,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   rc = chorus_barrier(comm, 0);
-  if (rc != CHORUS_SUCCESS) return 1;
+  if (rc != CHORUS_SUCCESS) {
+    printf("rank %d: barrier failed: %d %s\n", rank, (int)rc, chorus_comm_last_error(comm));
+    return 1;
+  }
 
   int checked_sum = 1; /* the call is an allreduce whose result is checked */
   /* A rank that dies (or whose connections its peers drop: a corrupt
-   * stream) cannot tell the others which calls it finished: a peer
-   * still finishing the barrier would fail it (while the others succeeded),
+   * stream, or that aborts: an abort fails the calls in flight on every
+   * rank) cannot tell the others which calls it finished: a peer still
+   * finishing the barrier would fail it (while the others succeeded),
    * which is not the fault under test. The dying rank gives them time. */
   const int dies = strcmp(fault, "killed") == 0 || strcmp(fault, "exited") == 0 ||
-                   strcmp(fault, "malformed-frame") == 0 || strcmp(fault, "truncated") == 0;
+                   strcmp(fault, "aborted") == 0 || strcmp(fault, "malformed-frame") == 0 ||
+                   strcmp(fault, "truncated") == 0;
   if (dies && faulty) sleep_ms(200);
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
