@@ -12,15 +12,10 @@
 #include <vector>
 
 #include "base/core/error.hpp"
+#include "base/core/text.hpp"
 
 namespace chorus {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 double parse_double(std::string_view text) {
   double value = 0;
@@ -106,7 +101,7 @@ std::vector<ConfigVar> build_registry() {
                [](Config& c, std::string_view v) {
                  static const char* levels[] = {"trace", "debug",    "info", "warn",
                                                 "error", "critical", "off"};
-                 std::string l = lower(v);
+                 std::string l = ascii_lower(v);
                  if (l == "warning") l = "warn";
                  for (auto* known : levels)
                    if (l == known) {
@@ -126,7 +121,7 @@ std::vector<ConfigVar> build_registry() {
                "Largest message of a pipelined algorithm step (bytes, K/M/G suffixes); auto: "
                "256K to 1M by message size (see chorus-info --plan).",
                [](Config& c, std::string_view v) {
-                 if (lower(v) == "auto") {
+                 if (ascii_lower(v) == "auto") {
                    c.segment_bytes = 0;
                    return;
                  }
@@ -142,7 +137,7 @@ std::vector<ConfigVar> build_registry() {
                "this host has more ranks than cores, the polling yields the core at every "
                "check.",
                [](Config& c, std::string_view v) {
-                 if (lower(v) == "auto") {
+                 if (ascii_lower(v) == "auto") {
                    c.spin_us = -1;
                    return;
                  }
@@ -161,7 +156,7 @@ std::vector<ConfigVar> build_registry() {
                "ucx: everything over that transport. shm: shared-memory collectives (every rank "
                "must share the host), point-to-point over TCP.",
                [](Config& c, std::string_view v) {
-                 std::string t = lower(v);
+                 std::string t = ascii_lower(v);
                  if (t != "auto" && t != "tcp" && t != "ucx" && t != "shm")
                    throw UsageError(fmt::format("unknown transport '{}' (auto, tcp, ucx, shm)", v));
                  c.transport = t;
@@ -172,7 +167,7 @@ std::vector<ConfigVar> build_registry() {
                "K/M suffixes). auto: 256K / ranks (a round stays in cache), 512K / ranks when "
                "ranks outnumber cores (fewer rounds); at least 16K.",
                [](Config& c, std::string_view v) {
-                 if (lower(v) == "auto") {
+                 if (ascii_lower(v) == "auto") {
                    c.shm_chunk_bytes = 0;
                    return;
                  }
@@ -270,7 +265,7 @@ std::vector<ConfigVar> build_registry() {
                "ranks * 2^-8 (bf16) or ranks * 2^-11 (f16). Every rank must set the same. Other "
                "dtypes and collectives ignore it; chorus_allreduce_ex overrides it per call.",
                [](Config& c, std::string_view v) {
-                 const std::string t = lower(v);
+                 const std::string t = ascii_lower(v);
                  if (t == "none" || t == "") {
                    c.wire_dtype.reset();
                    return;
@@ -357,7 +352,7 @@ int64_t parse_int(std::string_view text) {
 }
 
 bool parse_bool(std::string_view text) {
-  std::string l = lower(text);
+  std::string l = ascii_lower(text);
   if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
   if (l == "0" || l == "false" || l == "no" || l == "off") return false;
   throw UsageError(fmt::format("'{}' is not a boolean (1/0, true/false, yes/no, on/off)", text));
@@ -394,7 +389,7 @@ std::size_t parse_bytes(std::string_view text) {
 }
 
 double parse_seconds(std::string_view text) {
-  std::string l = lower(text);
+  std::string l = ascii_lower(text);
   std::string_view t = l;
   double scale = 1;
   if (t.ends_with("ms")) {

@@ -23,6 +23,7 @@
 
 #include "base/core/error.hpp"
 #include "base/core/half.hpp"
+#include "base/core/text.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CHORUS_X86_DISPATCH 1
@@ -297,13 +298,6 @@ void check_op(ReduceOp op) {
                      fmt::format("unknown reduction op {}", static_cast<int>(op)));
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
 // Integer average: both operands fit in a 64-bit type of T's signedness (n may
 // not fit in T itself: 200 / 1000 in uint8). C++ division truncates toward zero.
 template <class T>
@@ -416,7 +410,7 @@ DataType parse_dtype(std::string_view name) {
       {"uint32", DataType::u32},    {"u32", DataType::u32},     {"int64", DataType::i64},
       {"i64", DataType::i64},       {"uint64", DataType::u64},  {"u64", DataType::u64},
   };
-  const std::string l = lower(name);
+  const std::string l = ascii_lower(name);
   for (const auto& e : kNames)
     if (l == e.name) return e.dtype;
   throw UsageError(fmt::format(
@@ -426,7 +420,7 @@ DataType parse_dtype(std::string_view name) {
 }
 
 ReduceOp parse_op(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string l = ascii_lower(name);
   for (int i = 0; i < kReduceOpCount; ++i)
     if (l == op_name(static_cast<ReduceOp>(i))) return static_cast<ReduceOp>(i);
   throw UsageError(fmt::format("unknown reduction op '{}' (sum, prod, min, max, avg)", name));

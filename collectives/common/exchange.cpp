@@ -8,7 +8,7 @@
 namespace chorus {
 
 namespace {
-constexpr std::size_t kWindow = 4;  // receives posted ahead
+constexpr std::size_t kRecvWindow = 4;  // receives posted ahead
 }
 
 void run_exchange(CollectiveContext& ctx, const Exchange& x) {
@@ -19,14 +19,14 @@ void run_exchange(CollectiveContext& ctx, const Exchange& x) {
   auto incoming = [&](std::size_t k) { return patterns::segment(x.in, seg_elems, k); };
   auto landing = [&](patterns::Range sg) { return x.in_base + (sg.offset - x.in.offset) * e; };
 
-  std::array<RequestPtr, kWindow> recvs;
+  std::array<RequestPtr, kRecvWindow> recvs;
   std::size_t posted = 0;
   auto post = [&] {
     const patterns::Range sg = incoming(posted);
-    recvs[posted % kWindow] = ctx.recv(x.peer, {landing(sg), sg.count * e});
+    recvs[posted % kRecvWindow] = ctx.recv(x.peer, {landing(sg), sg.count * e});
     ++posted;
   };
-  while (posted < nin && posted < kWindow) post();
+  while (posted < nin && posted < kRecvWindow) post();
   std::vector<RequestPtr> sends;
   sends.reserve(nout);
   for (std::size_t k = 0; k < nout; ++k) {
@@ -35,7 +35,7 @@ void run_exchange(CollectiveContext& ctx, const Exchange& x) {
   }
   std::size_t checked = 0;  // sends[0, checked) are known to have succeeded
   for (std::size_t k = 0; k < nin; ++k) {
-    RequestPtr& r = recvs[k % kWindow];
+    RequestPtr& r = recvs[k % kRecvWindow];
     wait_request(ctx, r);
     r.reset();
     if (posted < nin) post();

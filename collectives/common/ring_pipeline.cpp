@@ -14,7 +14,7 @@ namespace {
 
 // Receives posted ahead of the one being processed (when not forwarding from
 // staging): enough to keep the link busy while a segment is reduced.
-constexpr std::size_t kWindow = 4;
+constexpr std::size_t kPipelineWindow = 4;
 
 struct Slot {
   RequestPtr recv;
@@ -49,7 +49,7 @@ void run_ring_pipeline(CollectiveContext& ctx, const RingPipeline& p) {
     max_segs = std::max(max_segs, k);
     max_seg_elems = std::max(max_seg_elems, std::min(seg_elems, c.count));
   }
-  const std::size_t window = p.forwards_staging ? max_segs + kWindow : kWindow;
+  const std::size_t window = p.forwards_staging ? max_segs + kPipelineWindow : kPipelineWindow;
   const std::size_t slots = std::min(window, total);
   const std::size_t slot_bytes = max_seg_elems * e;
   std::byte* staging = nullptr;

@@ -20,7 +20,7 @@
 namespace chorus::shm {
 namespace {
 
-spdlog::logger& log() {
+spdlog::logger& shm_log() {
   static spdlog::logger& subsystem = logger("shm");  // the registry locks a mutex
   return subsystem;
 }
@@ -192,14 +192,14 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
   // Everyone has mapped it (or given up): the name can go.
   if (o.rank == 0) segment.unlink();
   if (!problems.empty()) {
-    log().warn(
+    shm_log().warn(
         "rank {}: shared-memory collectives unavailable ({}); using the point-to-point "
         "transport",
         o.rank, fmt::join(problems, "; "));
     return nullptr;
   }
-  log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
-              total, describe_layout(layout));
+  shm_log().debug("rank {}: joined shared-memory segment {} ({} bytes: {})", o.rank, segment.name(),
+                  total, describe_layout(layout));
   return std::unique_ptr<Domain>(new Domain(o, std::move(segment)));
 }
 

@@ -19,7 +19,7 @@
 namespace chorus {
 namespace {
 
-spdlog::logger& log() {
+spdlog::logger& comm_log() {
   static spdlog::logger& subsystem = logger("comm");  // the registry locks a mutex
   return subsystem;
 }
@@ -159,7 +159,7 @@ Communicator::~Communicator() {
   try {
     destroy();
   } catch (const std::exception& e) {
-    log().warn("rank {}: error while destroying the communicator: {}", rank(), e.what());
+    comm_log().warn("rank {}: error while destroying the communicator: {}", rank(), e.what());
   }
 }
 
@@ -312,7 +312,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {
-    log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
+    comm_log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
     board.leave(sig, false);
     fail(e.code(), e.what());
     const std::string message = with_local_ranks(e.what());
@@ -412,10 +412,11 @@ const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const Call
       return *algorithm_by_id(id);
     }
   }
-  const bool debug = log().should_log(spdlog::level::debug);
+  const bool debug = comm_log().should_log(spdlog::level::debug);
   Selection s = select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, debug);
   if (debug)
-    log().debug("{} {} bytes: {} ({})", collective_name(call.kind), shape.bytes, s.spec->name, s);
+    comm_log().debug("{} {} bytes: {} ({})", collective_name(call.kind), shape.bytes, s.spec->name,
+                     s);
   cache_key_[k].store(kNoChoice);
   cache_id_[k].store(s.id);
   cache_key_[k].store(key);

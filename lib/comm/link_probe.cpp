@@ -12,7 +12,7 @@
 namespace chorus {
 namespace {
 
-spdlog::logger& log() {
+spdlog::logger& topology_log() {
   static spdlog::logger& subsystem = logger("topology");  // the registry locks a mutex
   return subsystem;
 }
@@ -231,20 +231,21 @@ NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts
       const LinkMeasurement m = measure_link_ring(
           *probe, Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(limit)),
           Spin{resolve_spin_us(config.spin_us)}, leftovers);
-      log().debug(
+      topology_log().debug(
           "rank {}: link probe among {} leaders: alpha {:.1f} us over {} token rounds, {:.3f} "
           "Gbit/s with a {} byte block (pilot: {:.3f} Gbit/s), {:.1f} ms",
           hosts.rank, probe->size(), m.alpha_us, m.rounds, m.gbps, m.bytes, m.pilot_gbps, m.ms);
       // Exact decimal round trip: every rank parses the same numbers.
       result = fmt::format("ok {:.17g} {:.17g} {:.17g}", m.alpha_us, m.gbps, m.ms);
     } catch (const std::exception& e) {
-      log().warn("rank {}: the link probe failed here: {}", hosts.rank, e.what());
+      topology_log().warn("rank {}: the link probe failed here: {}", hosts.rank, e.what());
       result = fmt::format("failed rank {}: {}", hosts.rank, e.what());
     }
     try {
       store.set(fmt::format("{}linkprobe/{}", key_prefix, hosts.rank), result);
     } catch (const std::exception& e) {
-      log().warn("rank {}: cannot publish the link probe's result: {}", hosts.rank, e.what());
+      topology_log().warn("rank {}: cannot publish the link probe's result: {}", hosts.rank,
+                          e.what());
     }
   }
   // Every rank: the worst of all leaders' links.
@@ -274,12 +275,13 @@ NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts
   }
   worst.probe_ms = seconds_since(start) * 1e3;
   if (!failure.empty()) {
-    log().warn("rank {}: link probe failed ({}); using {} alpha {} us, {} Gbit/s", hosts.rank,
-               failure, configured.source, configured.alpha_us, configured.gbps);
+    topology_log().warn("rank {}: link probe failed ({}); using {} alpha {} us, {} Gbit/s",
+                        hosts.rank, failure, configured.source, configured.alpha_us,
+                        configured.gbps);
     configured.source += " (the link probe failed)";
     return configured;
   }
-  log().info(
+  topology_log().info(
       "rank {}: link between hosts probed among {} hosts: alpha {:.1f} us, {:.3f} Gbit/s "
       "({:.1f} ms)",
       hosts.rank, worst.hosts, worst.alpha_us, worst.gbps, worst.probe_ms);

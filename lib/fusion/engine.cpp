@@ -12,7 +12,7 @@
 namespace chorus::fusion {
 namespace {
 
-spdlog::logger& log() {
+spdlog::logger& fusion_log() {
   static spdlog::logger& subsystem = logger("fusion");
   return subsystem;
 }
@@ -89,7 +89,7 @@ Engine::~Engine() {
   try {
     shutdown();
   } catch (const std::exception& e) {
-    log().warn("rank {}: fusion engine shutdown: {}", rank_, e.what());
+    fusion_log().warn("rank {}: fusion engine shutdown: {}", rank_, e.what());
   }
 }
 
@@ -178,7 +178,7 @@ void Engine::main() {
   try {
     comm_->destroy();
   } catch (const std::exception& e) {
-    log().debug("rank {}: fusion communicator destroy: {}", rank_, e.what());
+    fusion_log().debug("rank {}: fusion communicator destroy: {}", rank_, e.what());
   }
 }
 
@@ -325,7 +325,7 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
   if (stall_round) {
     last_stall_warning_ = start;
     if (!agreement.missing.empty())
-      log().warn(
+      fusion_log().warn(
           "rank {}: fusion stall: {}", rank_,
           listed(fmt::format("for more than {} s (CHORUS_FUSION_STALL_S), ", options_.stall_s)));
   }
@@ -460,7 +460,7 @@ void Engine::stop_with(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    log().debug("rank {}: fusion engine stops: {}", rank_, e.what());
+    fusion_log().debug("rank {}: fusion engine stops: {}", rank_, e.what());
   }
   for (const auto& t : failing) t->completion.fail(error);
 }

@@ -12,7 +12,7 @@
 namespace chorus::strategy {
 namespace {
 
-spdlog::logger& log() {
+spdlog::logger& strategy_log() {
   static spdlog::logger& subsystem = logger("strategy");
   return subsystem;
 }
@@ -46,9 +46,10 @@ Mirrored::Mirrored(Communicator& comm, fusion::EngineSlot& fusion, MirroredOptio
                                  options.root, comm.size() - 1));
   if (options.check_every < 0)
     throw UsageError(fmt::format("mirrored: check_replicas {} is negative", options.check_every));
-  log().debug("mirrored strategy on {} ranks: root {}, {}, replica check every {} steps",
-              comm.size(), options.root,
-              options.use_fusion ? "fusion engine" : "grouped allreduces", options.check_every);
+  strategy_log().debug("mirrored strategy on {} ranks: root {}, {}, replica check every {} steps",
+                       comm.size(), options.root,
+                       options.use_fusion ? "fusion engine" : "grouped allreduces",
+                       options.check_every);
 }
 
 Mirrored::~Mirrored() = default;
@@ -225,15 +226,15 @@ void Mirrored::check_replicas_locked(const Deadline& deadline) {
             deadline);
   const auto divergence = first_divergence(all, comm_.size());
   if (!divergence) {
-    log().debug("replica check at step {}: {} variables identical on {} ranks", steps_,
-                variables_.size(), comm_.size());
+    strategy_log().debug("replica check at step {}: {} variables identical on {} ranks", steps_,
+                         variables_.size(), comm_.size());
     return;
   }
   std::vector<std::string> names;
   names.reserve(variables_.size());
   for (const auto& v : variables_) names.push_back(v.name);
   const std::string message = describe_divergence(*divergence, names, steps_);
-  log().error("{}", message);
+  strategy_log().error("{}", message);
   throw IoError(CHORUS_ERR_MISMATCH, message);
 }
 

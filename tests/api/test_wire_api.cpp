@@ -45,7 +45,7 @@ double round_bits(double x, int bits) {
 }
 
 // Positive, 2^-3 to 2^3, every mantissa bit in use.
-float value(int rank, std::size_t i) {
+float wire_value(int rank, std::size_t i) {
   const uint32_t h = static_cast<uint32_t>((i + 1) * 2654435761u ^ (rank + 1) * 40503u);
   const double frac = static_cast<double>(h & 0xFFFFFF) * 0x1p-24;
   return static_cast<float>(std::ldexp(1 + frac, static_cast<int>(h >> 29) - 3));
@@ -56,12 +56,12 @@ float value(int rank, std::size_t i) {
 int check_result(const std::vector<float>& out, int n, chorus_dtype_t wire, chorus_op_t op) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     double exact = 0;
-    for (int r = 0; r < n; ++r) exact += value(r, i);
+    for (int r = 0; r < n; ++r) exact += wire_value(r, i);
     if (op == CHORUS_AVG) exact /= n;
     if (!(std::fabs(out[i] - exact) <= bound(wire, n) * exact)) return 100;
     if (n == 2) {
       double want = round_bits(
-          round_bits(value(0, i), bits_of(wire)) + round_bits(value(1, i), bits_of(wire)),
+          round_bits(wire_value(0, i), bits_of(wire)) + round_bits(wire_value(1, i), bits_of(wire)),
           bits_of(wire));
       if (op == CHORUS_AVG) want /= 2;
       if (out[i] != want) return 101;
@@ -95,14 +95,14 @@ TEST_CASE("c api: allreduce_ex with bf16 and f16 on the wire", "[wire]") {
                 n,
                 [&](int rank, chorus_comm_t comm) {
                   std::vector<float> in(count), out(count, NAN);
-                  for (std::size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+                  for (std::size_t i = 0; i < count; ++i) in[i] = wire_value(rank, i);
                   chorus_allreduce_options_t o = CHORUS_ALLREDUCE_OPTIONS_INITIALIZER;
                   o.wire_dtype = wire;
                   if (chorus_allreduce_ex(comm, in.data(), out.data(), count, CHORUS_FLOAT32, op,
                                           &o, 0))
                     return 1;
                   for (std::size_t i = 0; i < count; ++i)
-                    if (in[i] != value(rank, i)) return 2;  // the input is left alone
+                    if (in[i] != wire_value(rank, i)) return 2;  // the input is left alone
                   if (int bad = check_result(out, n, wire, op)) return bad;
                   blocking[rank] = out;
                   // Non-blocking, in place.
@@ -129,7 +129,7 @@ TEST_CASE("c api: allreduce_ex with bf16 and f16 on the wire", "[wire]") {
 TEST_CASE("c api: options pass the uncompressed and the default choice through", "[wire]") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
     std::vector<float> a(33), b(33);
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = value(rank, i);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = wire_value(rank, i);
     chorus_allreduce_options_t o = CHORUS_ALLREDUCE_OPTIONS_INITIALIZER;
     if (o.size != sizeof o || o.wire_dtype != CHORUS_WIRE_DTYPE_DEFAULT) return 1;
     // Default (CHORUS_WIRE_DTYPE unset here), NULL options and CHORUS_FLOAT32:
@@ -140,7 +140,7 @@ TEST_CASE("c api: options pass the uncompressed and the default choice through",
                               form == 1 ? nullptr : &o, 0))
         return 2;
       for (std::size_t i = 0; i < a.size(); ++i)
-        if (b[i] != value(0, i) + value(1, i)) return 3;
+        if (b[i] != wire_value(0, i) + wire_value(1, i)) return 3;
     }
     // CHORUS_FLOAT32 (uncompressed) is fine with any dtype.
     o.wire_dtype = CHORUS_FLOAT32;
@@ -214,7 +214,7 @@ TEST_CASE("c++ api: AllreduceOptions", "[wire]") {
   auto results = run(2, [](int rank, chorus_comm_t handle) {
     // The C++ API over this thread's handle (the harness owns the communicator).
     std::vector<float> in(100), out(100);
-    for (std::size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = wire_value(rank, i);
     chorus_allreduce_options_t c = chorus::AllreduceOptions{chorus::Wire::f16}.c();
     if (c.wire_dtype != CHORUS_FLOAT16 || c.size != sizeof c) return 1;
     if (chorus_allreduce_ex(handle, in.data(), out.data(), in.size(), CHORUS_FLOAT32, CHORUS_AVG,
@@ -233,7 +233,7 @@ TEST_CASE("c++ api: AllreduceOptions", "[wire]") {
       try {
         auto comm = chorus::Communicator::create(r, 2, addr, chorus::test::kToken);
         std::vector<float> in(77), out(77);
-        for (std::size_t i = 0; i < in.size(); ++i) in[i] = value(r, i);
+        for (std::size_t i = 0; i < in.size(); ++i) in[i] = wire_value(r, i);
         comm.allreduce(std::span<const float>(in), std::span<float>(out), chorus::Op::sum,
                        chorus::AllreduceOptions{chorus::Wire::bf16});
         int bad = check_result(out, 2, CHORUS_BFLOAT16, CHORUS_SUM);
@@ -270,7 +270,7 @@ TEST_CASE("CHORUS_WIRE_DTYPE=bf16 compresses float32 allreduce", "[.wire-env]") 
         2,
         [](int rank, chorus_comm_t comm) {
           std::vector<float> in(1001), out(1001);
-          for (std::size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = wire_value(rank, i);
           if (chorus_allreduce(comm, in.data(), out.data(), in.size(), CHORUS_FLOAT32, CHORUS_SUM,
                                0))
             return 1;
@@ -281,7 +281,7 @@ TEST_CASE("CHORUS_WIRE_DTYPE=bf16 compresses float32 allreduce", "[.wire-env]") 
                                   CHORUS_SUM, &o, 0))
             return 2;
           for (std::size_t i = 0; i < in.size(); ++i)
-            if (out[i] != value(0, i) + value(1, i)) return 3;
+            if (out[i] != wire_value(0, i) + wire_value(1, i)) return 3;
           std::vector<int32_t> ints(5, rank + 1);
           if (chorus_allreduce(comm, ints.data(), ints.data(), 5, CHORUS_INT32, CHORUS_SUM, 0))
             return 4;

@@ -16,24 +16,12 @@
 #include "collectives/registry.hpp"
 #include "collectives/tuner/tuning_file.hpp"
 #include "tests/coll/harness.hpp"
+#include "tests/coll/plan_support.hpp"
 
 using namespace chorus;
 using namespace chorus::test;
 
 namespace {
-
-Team plan_team(int n) {
-  Team t;
-  for (int i = 0; i < n; ++i) t.members.push_back(i);
-  return t;
-}
-
-CollectiveCall call_of(CollectiveKind kind) {
-  CollectiveCall c;
-  c.kind = kind;
-  c.dtype = DataType::f32;
-  return c;
-}
 
 // What the stage observer saw: (team name, stage collective, algorithm).
 std::mutex seen_mutex;

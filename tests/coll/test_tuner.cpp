@@ -11,25 +11,12 @@
 #include "collectives/shm/domain.hpp"
 #include "collectives/team.hpp"
 #include "collectives/tuner/selection.hpp"
+#include "tests/coll/plan_support.hpp"
 
 using namespace chorus;
+using namespace chorus::test;
 
 namespace {
-
-// A team of n ranks for planning (no transport: never run), with a
-// shared-memory layout when `shm`.
-Team plan_team(int n, const shm::Layout* shm = nullptr) {
-  Team t;
-  for (int i = 0; i < n; ++i) t.members.push_back(i);
-  t.shm_layout = shm;
-  return t;
-}
-
-CollectiveCall call_of(CollectiveKind kind) {
-  CollectiveCall c;
-  c.kind = kind;
-  return c;
-}
 
 std::string_view chosen(CollectiveKind kind, std::size_t bytes, const Team& team,
                         const AlgoOverride& user, const CostModel& model) {

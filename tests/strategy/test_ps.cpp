@@ -35,7 +35,7 @@ using chorus::test::run;
 
 namespace {
 
-constexpr int kSteps = 5;
+constexpr int kPsSteps = 5;
 using Clock = std::chrono::steady_clock;
 
 chorus_optimizer_options_t momentum() {
@@ -121,7 +121,7 @@ TEST_CASE("ps: sync mode trains as one process on the whole batch", "[ps]") {
   const auto optimizer = momentum();
   std::vector<std::vector<double>> reference;
   std::vector<double> losses, initial;
-  reference_run(optimizer, kSteps, reference, losses, initial);
+  reference_run(optimizer, kPsSteps, reference, losses, initial);
   for (int servers : {1, 2}) {
     DYNAMIC_SECTION(servers << " server(s), 2 workers") {
       const int n = servers + 2;
@@ -134,7 +134,7 @@ TEST_CASE("ps: sync mode trains as one process on the whole batch", "[ps]") {
         Rank me;
         if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
         if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
-        if (!train(me, comm, 2, kSteps, [&](int step) {
+        if (!train(me, comm, 2, kPsSteps, [&](int step) {
               if (step > 0) pulled[rank].push_back(flatten(me.vars));
             }))
           return errors[rank] = me.error, 4;
@@ -146,8 +146,8 @@ TEST_CASE("ps: sync mode trains as one process on the whole batch", "[ps]") {
       for (int r = 0; r < n; ++r) INFO("rank " << r << ": " << errors[r]);
       REQUIRE(all_zero(results));
       for (int w = 0; w < 2; ++w) {
-        REQUIRE(pulled[w].size() == std::size_t(kSteps));
-        for (int s = 0; s < kSteps; ++s)
+        REQUIRE(pulled[w].size() == std::size_t(kPsSteps));
+        for (int s = 0; s < kPsSteps; ++s)
           for (std::size_t i = 0; i < pulled[w][s].size(); ++i) {
             INFO("worker " << w << ", after step " << s << ", element " << i);
             REQUIRE(double(pulled[w][s][i]) == Approx(reference[s][i]).epsilon(1e-4).margin(1e-5));
@@ -166,7 +166,7 @@ TEST_CASE("ps: async mode with one worker is sequential training; with two every
   const auto optimizer = momentum();
   std::vector<std::vector<double>> reference;
   std::vector<double> losses, initial;
-  reference_run(optimizer, kSteps, reference, losses, initial);
+  reference_run(optimizer, kPsSteps, reference, losses, initial);
   for (int servers : {1, 2})
     for (int workers : {1, 2}) {
       DYNAMIC_SECTION(servers << " server(s), " << workers << " worker(s)") {
@@ -181,7 +181,7 @@ TEST_CASE("ps: async mode with one worker is sequential training; with two every
           if (!set_up(me, rank, comm, options)) return errors[rank] = me.error, 1;
           if (me.role == CHORUS_PS_SERVER) return serve(me, comm, optimizer, errors[rank]);
           // With one worker, it trains on the whole batch.
-          if (!train(me, comm, workers, kSteps, [](int) {})) return errors[rank] = me.error, 4;
+          if (!train(me, comm, workers, kPsSteps, [](int) {})) return errors[rank] = me.error, 4;
           // Every worker's pushes are in once all have trained (the servers
           // take no part: they serve).
           chorus::test::all_arrive(trained, workers);
@@ -200,7 +200,7 @@ TEST_CASE("ps: async mode with one worker is sequential training; with two every
             REQUIRE(double(last[0][i]) == Approx(reference.back()[i]).epsilon(1e-4).margin(1e-5));
           }
         } else {
-          // Both workers see the same values, moved by the 2 x kSteps updates.
+          // Both workers see the same values, moved by the 2 x kPsSteps updates.
           CHECK(last[0] == last[1]);
           CHECK(last[0] != flatten(Mlp<float>::initial(0)));
           for (float x : last[0]) CHECK(std::isfinite(x));

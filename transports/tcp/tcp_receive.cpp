@@ -12,15 +12,6 @@
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace chorus::tcp {
-namespace {
-
-spdlog::logger& log() {
-  static spdlog::logger& subsystem = logger("tcp");  // the registry locks a mutex
-  return subsystem;
-}
-
-}  // namespace
-
 // Reads everything the socket has: headers and small payloads through the
 // staging buffer, large payloads straight into their destination.
 void TcpTransport::pump_rx(int peer) {

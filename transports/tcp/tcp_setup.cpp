@@ -15,11 +15,6 @@
 namespace chorus::tcp {
 namespace {
 
-spdlog::logger& log() {
-  static spdlog::logger& subsystem = logger("tcp");  // the registry locks a mutex
-  return subsystem;
-}
-
 void epoll_add(int epfd, int fd, uint32_t events, uint64_t id) {
   epoll_event ev{};
   ev.events = events;

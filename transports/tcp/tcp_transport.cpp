@@ -16,12 +16,13 @@
 #include "transports/tcp/epoll_ids.hpp"
 
 namespace chorus::tcp {
-namespace {
 
 spdlog::logger& log() {
   static spdlog::logger& subsystem = logger("tcp");  // the registry locks a mutex
   return subsystem;
 }
+
+namespace {
 
 constexpr int kMaxIov = 32;
 

@@ -38,7 +38,14 @@
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
 
+namespace spdlog {
+class logger;
+}
+
 namespace chorus::tcp {
+
+// The tcp subsystem's logger (one for the transport's files).
+spdlog::logger& log();
 
 struct TcpOptions {
   int rank = 0;

@@ -7,15 +7,6 @@
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace chorus::ucx {
-namespace {
-
-spdlog::logger& log() {
-  static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
-  return subsystem;
-}
-
-}  // namespace
-
 void UcxTransport::handle_control(int peer, const ControlMessage& msg, std::size_t length) {
   if (peer < 0 || peer >= options_.size || peer == options_.rank) {
     log().warn("rank {}: ignored a control message claiming to come from rank {}", options_.rank,

@@ -16,11 +16,6 @@
 namespace chorus::ucx {
 namespace {
 
-spdlog::logger& log() {
-  static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
-  return subsystem;
-}
-
 std::string ucx_error(const char* what, ucs_status_t status) {
   return fmt::format("{} failed: {}", what, ucs_status_string(status));
 }

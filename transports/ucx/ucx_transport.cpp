@@ -10,12 +10,13 @@
 #include "base/core/log.hpp"
 
 namespace chorus::ucx {
-namespace {
 
 spdlog::logger& log() {
   static spdlog::logger& subsystem = logger("ucx");  // the registry locks a mutex
   return subsystem;
 }
+
+namespace {
 
 ucp_request_param_t send_param(void* user_data, ucp_send_nbx_callback_t cb) {
   ucp_request_param_t p{};

@@ -59,7 +59,14 @@
 #include "transports/transport.hpp"
 #include "transports/ucx/ucx_wire.hpp"
 
+namespace spdlog {
+class logger;
+}
+
 namespace chorus::ucx {
+
+// The ucx subsystem's logger (one for the transport's files).
+spdlog::logger& log();
 
 struct UcxOptions {
   int rank = 0;

@@ -21,10 +21,6 @@ namespace chorus::strategy::ps {
 
 namespace {
 
-spdlog::logger& log() {
-  return logger("ps");
-}
-
 Role role_of(int rank, int size, int servers) {
   if (rank >= size - servers) return Role::server;
   return rank == 0 ? Role::chief : Role::worker;

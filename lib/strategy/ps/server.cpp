@@ -11,11 +11,12 @@
 
 namespace chorus::strategy::ps {
 
-namespace {
-
 spdlog::logger& log() {
-  return logger("ps");
+  static spdlog::logger& subsystem = logger("ps");  // the registry locks a mutex
+  return subsystem;
 }
+
+namespace {
 
 // A worker may compute for as long as it likes between requests; its death
 // ends the wait (isolated peer failure), not a deadline.

@@ -17,7 +17,14 @@
 #include "lib/strategy/optimizer.hpp"
 #include "lib/strategy/ps/parameter_server.hpp"
 
+namespace spdlog {
+class logger;
+}
+
 namespace chorus::strategy::ps {
+
+// The parameter server's logger ("ps"), for the strategy's files.
+spdlog::logger& log();
 
 class Server {
  public:
