@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "base/core/contract.hpp"
 #include "tools/sim/net_clock.hpp"
@@ -48,15 +49,30 @@ TEST_CASE("sim clock: two sends through one host link are serialised", "[sim]") 
   CHECK(clock.send(1, 3, 0.0, 1000) == Approx(20.0));
 }
 
-TEST_CASE("sim clock: a message fills a gap before a later booking", "[sim]") {
+TEST_CASE("sim clock: a message fills the gaps before later bookings and goes on after", "[sim]") {
   LinkCalendar cal;
   cal.book(100, 10);
-  CHECK(cal.first_gap(0, 50) == Approx(0));
-  CHECK(cal.first_gap(60, 50) == Approx(110));
+  CHECK(cal.free_from(0) == Approx(0));
+  CHECK(cal.free_from(105) == Approx(110));
+  CHECK(cal.busy_after(0) == Approx(100));
+  CHECK(cal.busy_after(100) == std::numeric_limits<double>::infinity());
   cal.book(110, 5);  // touches: one interval [100, 115)
   CHECK(cal.intervals() == 1);
-  CHECK(cal.first_gap(95, 5) == Approx(95));
-  CHECK(cal.first_gap(96, 5) == Approx(115));
+  CHECK(cal.free_from(100) == Approx(115));
+
+  // Hosts 0 and 1, ranks 0/1 on host 0, 2/3 on host 1; 1000 B take 10 us.
+  NetClock clock(params(), {0, 0, 1, 1});
+  CHECK(clock.send(0, 2, 30.0, 1000) == Approx(50.0));  // [30, 40) on both links
+  // Sent at 0: [0, 10) fits before it.
+  CHECK(clock.send(1, 3, 0.0, 1000) == Approx(20.0));
+  // Sent at 25: 5 us in [25, 30), the other 5 after the first message.
+  CHECK(clock.send(0, 3, 25.0, 1000) == Approx(45.0 + 10.0));
+  // The other direction is free: host 1's egress, host 0's ingress.
+  CHECK(clock.send(2, 0, 25.0, 1000) == Approx(45.0));
+  // A stretch must be free on both links at once: host 0's egress is busy
+  // in [0, 10) and [25, 45); host 1's ingress too, so from 5 on the first
+  // common free stretch is [10, 25), then [45, ...).
+  CHECK(clock.send(1, 2, 5.0, 2000) == Approx(45.0 + 5.0 + 10.0));
 }
 
 TEST_CASE("sim transport: a receive waits for its message, not the other way round", "[sim]") {

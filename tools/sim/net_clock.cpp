@@ -2,22 +2,24 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 
 namespace chorus::sim {
 
-double LinkCalendar::first_gap(double earliest, double duration) const {
-  double s = earliest;
-  // The interval that starts at or before s may still cover it.
-  auto it = busy_.upper_bound(s);
-  if (it != busy_.begin()) {
-    auto prev = std::prev(it);
-    s = std::max(s, prev->second);
-  }
-  for (; it != busy_.end(); ++it) {
-    if (s + duration <= it->first) break;
-    s = std::max(s, it->second);
-  }
-  return s;
+namespace {
+constexpr double kSliverUs = 1e-6;
+}  // namespace
+
+double LinkCalendar::free_from(double t) const {
+  auto it = busy_.upper_bound(t);
+  if (it != busy_.begin()) t = std::max(t, std::prev(it)->second);
+  for (; it != busy_.end() && it->first <= t; ++it) t = std::max(t, it->second);
+  return t;
+}
+
+double LinkCalendar::busy_after(double t) const {
+  auto it = busy_.upper_bound(t);
+  return it == busy_.end() ? std::numeric_limits<double>::infinity() : it->first;
 }
 
 void LinkCalendar::book(double start, double duration) {
@@ -56,19 +58,33 @@ double NetClock::send(int src, int dst, double t_send, double bytes) {
   const double d = bytes * params_.inter.us_per_byte;
   LinkCalendar& out = egress_[static_cast<std::size_t>(hs)];
   LinkCalendar& in = ingress_[static_cast<std::size_t>(hd)];
-  double s = t_send;
-  for (;;) {
-    const double a = out.first_gap(s, d);
-    const double b = in.first_gap(a, d);
-    if (b == a) {
-      s = a;
-      break;
+  double s = t_send, left = d;
+  while (left > 0) {
+    // The next instant at which both links are free, and how long they stay so.
+    double start = s;
+    for (;;) {
+      const double a = out.free_from(start);
+      const double b = in.free_from(a);
+      if (b == a) {
+        start = a;
+        break;
+      }
+      start = b;
     }
-    s = b;
+    const double gap_end = std::min(out.busy_after(start), in.busy_after(start));
+    // A sliver left by rounding between two bookings: too short to advance
+    // the clock by, so step over it.
+    if (gap_end - start < kSliverUs) {
+      s = gap_end;
+      continue;
+    }
+    const double piece = std::min(gap_end - start, left);
+    out.book(start, piece);
+    in.book(start, piece);
+    left = piece == left ? 0 : left - piece;
+    s = start + piece;
   }
-  out.book(s, d);
-  in.book(s, d);
-  return s + params_.inter.alpha_us + d;
+  return s + params_.inter.alpha_us;
 }
 
 void NetClock::reset() {

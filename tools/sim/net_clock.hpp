@@ -6,12 +6,17 @@
 //  - Same host: arrival = t_send + alpha_intra + b / beta_intra. Links inside
 //    a host are not contended (a host's memory is modelled as wide enough).
 //  - Other host: the message needs its source host's egress link and its
-//    destination host's ingress link, each for d = b / beta_inter. It takes
-//    the earliest start s >= t_send at which both links are free for d (each
-//    link is a calendar of busy intervals; a message may fill a gap before an
-//    interval booked earlier, so that the order in which the rank threads
-//    happen to run matters less), books [s, s + d) on both, and arrives at
-//    s + alpha_inter + d.
+//    destination host's ingress link, both at once, for d = b / beta_inter
+//    in all. Each link is a calendar of busy intervals. From t_send on, the
+//    message takes every stretch of time in which both links are free until
+//    it has had d: a message is many packets, and a link interleaves the
+//    packets of the messages that share it, so a message may fill gaps left
+//    between messages booked earlier and go on after them. It arrives at
+//    alpha_inter after its last stretch ends. (Booking whole messages into
+//    gaps wide enough for them left the gaps too narrow for any message
+//    idle: at 256 ranks on 32 hosts the lanes of hierarchical, 8 on each
+//    host link, took up to a third longer than the links' traffic needs,
+//    depending on the order in which the rank threads happened to book.)
 //  - A rank's clock becomes max(its clock, arrival) when it completes the
 //    receive, plus b * gamma (SimTransport: every receive of a reducing
 //    collective is charged, see sim_transport.hpp).
@@ -37,8 +42,11 @@ struct NetParams {
 // One direction of a host's network link: the intervals it is busy.
 class LinkCalendar {
  public:
-  // The earliest s >= earliest at which [s, s + duration) is free.
-  double first_gap(double earliest, double duration) const;
+  // The earliest instant >= t that no busy interval covers.
+  double free_from(double t) const;
+  // The start of the first busy interval that begins after t (infinity:
+  // none).
+  double busy_after(double t) const;
   void book(double start, double duration);
   void clear() { busy_.clear(); }
   std::size_t intervals() const { return busy_.size(); }
