@@ -108,6 +108,16 @@ TeamHierarchy::TeamHierarchy(const Team& world, const Team& local, patterns::Hos
   view_.model = &model;
 }
 
+std::unique_ptr<TeamHierarchy> TeamHierarchy::attach(
+    Team& world, const Team& local, patterns::HostGroups groups, const HierarchyTags& tags,
+    const AlgoOverride& user, const CostModel& model, const shm::Layout* host_layout) {
+  world.placement = placement_of(groups.host_of);
+  auto hierarchy = std::make_unique<TeamHierarchy>(world, local, std::move(groups), tags, user,
+                                                   model, host_layout);
+  world.hierarchy = &hierarchy->view();
+  return hierarchy;
+}
+
 TeamHierarchy::~TeamHierarchy() = default;
 
 }  // namespace chorus

@@ -34,6 +34,14 @@ class TeamHierarchy {
   TeamHierarchy(const Team& world, const Team& local, patterns::HostGroups groups,
                 const HierarchyTags& tags, const AlgoOverride& user, const CostModel& model,
                 const shm::Layout* host_layout = nullptr);
+  // Makes `world` a team that spans hosts: its placement from `groups`, and
+  // its hierarchy the one returned, which the caller keeps for as long as
+  // `world` is used (the arguments as for the constructor).
+  static std::unique_ptr<TeamHierarchy> attach(Team& world, const Team& local,
+                                               patterns::HostGroups groups,
+                                               const HierarchyTags& tags, const AlgoOverride& user,
+                                               const CostModel& model,
+                                               const shm::Layout* host_layout = nullptr);
   ~TeamHierarchy();
   TeamHierarchy(const TeamHierarchy&) = delete;
   TeamHierarchy& operator=(const TeamHierarchy&) = delete;

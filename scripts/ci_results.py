@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -51,7 +52,9 @@ def check_options(build_dir, pairs):
     for pair in pairs:
         key, _, want = pair.partition("=")
         have = options.get(key)
-        if isinstance(have, list):  # b_sanitize is a list in newer meson; [] is "none"
+        if isinstance(have, list) and key.endswith("_args"):  # compiler flags, as a shell splits them
+            have_text, want = " ".join(have), " ".join(shlex.split(want))
+        elif isinstance(have, list):  # b_sanitize is a list in newer meson; [] is "none"
             have_text = ",".join(str(x) for x in have) or "none"
         elif isinstance(have, bool):
             have_text = "true" if have else "false"

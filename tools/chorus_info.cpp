@@ -144,18 +144,16 @@ void print_plan(const chorus::Config& config, const std::string& collective, int
   // Across hosts: rank 0's teams over an in-process transport (never used).
   InprocTransport transport(make_inproc_fabric(ranks), 0);
   std::optional<Team> local;
-  std::optional<TeamHierarchy> hierarchy;
+  std::unique_ptr<TeamHierarchy> hierarchy;
   const shm::Layout host_layout = host_shm_layout(config, ranks_on_host, online_cores());
   const shm::Layout widest_layout = host_shm_layout(config, widest, online_cores());
   if (hosts) {
     team = Team::whole(transport, 1);
-    team.placement = placement_of(groups.host_of);
     local = Team::of(transport, groups.hosts.front(), 2, nullptr, "host");
     const bool shm_allowed = config.transport == "auto" || config.transport == "shm";
     if (ranks_on_host > 1 && shm_allowed) local->shm_layout = &host_layout;
-    hierarchy.emplace(team, *local, groups, HierarchyTags{4, 5, 6, 7}, user, model,
-                      shm_allowed && widest > 1 ? &widest_layout : nullptr);
-    team.hierarchy = &hierarchy->view();
+    hierarchy = TeamHierarchy::attach(team, *local, groups, HierarchyTags{4, 5, 6, 7}, user, model,
+                                      shm_allowed && widest > 1 ? &widest_layout : nullptr);
   }
   fmt::print("{} plan for {} ranks ({} on {}, {} cores{}){}{}\n", collective, ranks, ranks_on_host,
              hosts ? fmt::format("rank 0's host of {}", groups.host_count()) : "this host",

@@ -103,7 +103,6 @@ Communicator::Communicator(CommSetup setup)
   cost_model_.set_network(network_.alpha_us, network_.gbps);
   if (!all_here) {
     patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
-    world_.placement = placement_of(groups.host_of);
     // The layout the widest host's domain has: what the estimates of the
     // stages within hosts read, the same on every rank.
     std::optional<shm::Layout> widest_layout;
@@ -113,11 +112,10 @@ Communicator::Communicator(CommSetup setup)
     if (hosts_share_memory_ && widest->size() >= 2)
       widest_layout = host_shm_layout(config_, static_cast<int>(widest->size()),
                                       hosts_.cpus_on_host_of(widest->front()));
-    hierarchy_ = std::make_unique<TeamHierarchy>(
+    hierarchy_ = TeamHierarchy::attach(
         world_, host_, std::move(groups),
         HierarchyTags{team_tag(id_, 4), team_tag(id_, 5), team_tag(id_, 6), team_tag(id_, 7)},
         algo_override_, cost_model_, widest_layout ? &*widest_layout : nullptr);
-    world_.hierarchy = &hierarchy_->view();
   }
   for (auto& k : cache_key_) k.store(kNoChoice);
   progress_ = &t.board().slot(world_.tag);

@@ -113,10 +113,7 @@ void RankEnv::join_hosts(const std::string& hosts) {
   const patterns::HostGroups groups = patterns::group_by_host(names);
   host = Team::of(transport, groups.hosts[static_cast<std::size_t>(groups.host_of[rank()])], 2,
                   nullptr, "host");
-  team.placement = placement_of(groups.host_of);
-  hierarchy =
-      std::make_unique<TeamHierarchy>(team, *host, groups, HierarchyTags{4, 5, 6, 7}, user, model);
-  team.hierarchy = &hierarchy->view();
+  hierarchy = TeamHierarchy::attach(team, *host, groups, HierarchyTags{4, 5, 6, 7}, user, model);
 }
 
 std::vector<RankOutcome> run_ranks(int n, const RunOptions& options,

@@ -58,12 +58,10 @@ struct Rank {
        const CostModel& base)
       : transport(std::move(fabric), r), world(Team::whole(transport, 1)), model(base) {
     if (!groups) return;
-    world.placement = placement_of(groups->host_of);
     host = Team::of(transport, groups->hosts[static_cast<std::size_t>(groups->host_of[r])], 2,
                     nullptr, "host");
-    hierarchy = std::make_unique<TeamHierarchy>(world, *host, *groups, HierarchyTags{4, 5, 6, 7},
-                                                user, model);
-    world.hierarchy = &hierarchy->view();
+    hierarchy =
+        TeamHierarchy::attach(world, *host, *groups, HierarchyTags{4, 5, 6, 7}, user, model);
   }
   SimTransport transport;
   Team world;
