@@ -51,6 +51,16 @@ bool unregister_comm(chorus_comm_t comm) {
   return live_comms().erase(comm) > 0;
 }
 
+void release_request(chorus_request* request) {
+  if (request->fused) {
+    // The request lies inside its tensor (FusedRequest): dropping its own
+    // reference frees both, unless the engine still holds the tensor.
+    const chorus::fusion::FusedPtr container = std::move(request->fused);
+    return;
+  }
+  delete request;
+}
+
 bool is_live(chorus_comm_t comm) {
   if (comm && comm == last_checked.comm &&
       last_checked.generation == live_generation.load(std::memory_order_acquire))
@@ -262,7 +272,7 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
         throw chorus::IoError(
             CHORUS_ERR_TIMEOUT,
             fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
-                        r.fused->spec.name, timeout_ms));
+                        r.fused->name(), timeout_ms));
       finished = true;
       r.fused->completion.rethrow_if_failed();
       return;
@@ -292,7 +302,7 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
     r.work->completion().rethrow_if_failed();
   });
   if (finished) {
-    delete *request;
+    chorus::api::release_request(*request);
     *request = nullptr;
   }
   return result;
@@ -331,7 +341,7 @@ chorus_result_t chorus_test(chorus_request_t* request, int* done) {
     r.work->completion().rethrow_if_failed();
   });
   if (finished) {
-    delete *request;
+    chorus::api::release_request(*request);
     *request = nullptr;
   }
   return result;

@@ -34,24 +34,29 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       if (length > kMaxName)
         throw chorus::UsageError(fmt::format(
             "fused allreduce: a tensor name of {} bytes (at most {})", length, kMaxName));
-      chorus::fusion::TensorSpec spec{std::string(name, length), count,
-                                      chorus::api::to_dtype(dtype, "fused allreduce"),
-                                      chorus::api::to_op(op, "fused allreduce")};
+      const chorus::fusion::TensorShape shape{count,
+                                              chorus::api::to_dtype(dtype, "fused allreduce"),
+                                              chorus::api::to_op(op, "fused allreduce")};
       chorus::CollectiveCall call;
       call.kind = chorus::CollectiveKind::allreduce;
       call.send = sendbuf;
       call.recv = recvbuf;
       call.count = count;
-      call.dtype = spec.dtype;
-      call.op = spec.op;
+      call.dtype = shape.dtype;
+      call.op = shape.op;
       try {
         chorus::validate(call, c.rank(), c.size());
       } catch (const chorus::UsageError& e) {
         throw chorus::UsageError(e.code(), fmt::format("fused {} (tensor '{}')", e.what(), name));
       }
-      auto fused = comm->fusion.engine(c).submit(std::move(spec), sendbuf, recvbuf);
-      *request =
-          new chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
+      auto fused = std::make_shared<chorus::api::FusedRequest>();
+      fused->shape = shape;
+      fused->send = sendbuf;
+      fused->recv = recvbuf;
+      comm->fusion.engine(c).submit(std::string_view(name, length), fused);
+      chorus_request* handle = &fused->request;
+      *handle = chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
+      *request = handle;
     });
   });
 }

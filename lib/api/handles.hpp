@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "include/chorus.h"
 #include "lib/comm/communicator.hpp"
@@ -29,6 +30,20 @@ struct chorus_request {
 };
 
 namespace chorus::api {
+
+// A fused request and its tensor in one allocation (a training step hands
+// the engine hundreds of tensors): the request's `fused` points at its own
+// container, which so lives until chorus_wait or chorus_test finishes the
+// request (release_request).
+struct FusedRequest : chorus::fusion::FusedTensor {
+  // User-provided, not defaulted: make_shared would otherwise zero the
+  // whole object before constructing it, a cost paid on every fused call.
+  FusedRequest() {}  // NOLINT(modernize-use-equals-default)
+  chorus_request request;
+};
+
+// Frees a finished request (and its tensor, for a fused one).
+void release_request(chorus_request* request);
 
 // Live communicator handles: a handle not in the set (destroyed or never
 // created) is refused with CHORUS_ERR_INVALID_USAGE instead of crashing.

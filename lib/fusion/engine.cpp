@@ -25,15 +25,15 @@ std::chrono::nanoseconds seconds(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
-CollectiveCall allreduce_call(const TensorSpec& spec, const void* send, void* recv,
+CollectiveCall allreduce_call(const TensorShape& shape, const void* send, void* recv,
                               std::size_t count) {
   CollectiveCall call;
   call.kind = CollectiveKind::allreduce;
   call.send = send;
   call.recv = recv;
   call.count = count;
-  call.dtype = spec.dtype;
-  call.op = spec.op;
+  call.dtype = shape.dtype;
+  call.op = shape.op;
   return call;
 }
 
@@ -53,7 +53,7 @@ bool adjacent(std::span<const FusedPtr> tensors, std::size_t bytes) {
   std::size_t offset = 0;
   for (const auto& t : tensors) {
     if (t->send != send + offset || t->recv != recv + offset) return false;
-    offset += t->spec.bytes();
+    offset += t->shape.bytes();
   }
   return in_place || recv + bytes <= send || send + bytes <= recv;
 }
@@ -81,7 +81,8 @@ Engine::Engine(MakeComm make_comm, int rank, int size, EngineOptions options)
       known_(options_.cache),
       idle_since_(Clock::now()),
       timeline_(options_.timeline, rank),
-      timed_(timeline_.enabled()) {
+      timed_(timeline_.enabled()),
+      names_limit_(std::max<std::size_t>(4096, 2 * options_.cache)) {
   thread_ = std::thread([this] { main(); });
 }
 
@@ -97,11 +98,17 @@ Deadline Engine::deadline() const {
   return Deadline::after(seconds(options_.timeout_s));
 }
 
-FusedPtr Engine::submit(TensorSpec spec, const void* send, void* recv) {
+FusedPtr Engine::submit(std::string_view name, TensorShape shape, const void* send, void* recv) {
   auto tensor = std::make_shared<FusedTensor>();
-  tensor->spec = std::move(spec);
+  tensor->shape = shape;
   tensor->send = send;
   tensor->recv = recv;
+  submit(name, tensor);
+  return tensor;
+}
+
+void Engine::submit(std::string_view name, const FusedPtr& tensor) {
+  const TensorShape& shape = tensor->shape;
   // Stall and timeout checks need only the coarse clock (3 ns, not 20);
   // the timeline wants the precise one.
   tensor->submitted = timed_ ? Clock::now() : Deadline::coarse_now();
@@ -109,24 +116,40 @@ FusedPtr Engine::submit(TensorSpec spec, const void* send, void* recv) {
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_)
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
-  if (!outstanding_.emplace(tensor->spec.name, tensor).second)
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    if (names_.size() >= names_limit_) forget_idle_names_locked();
+    auto slot = std::make_shared<NameSlot>(name);
+    it = names_.emplace(slot->name, std::move(slot)).first;
+  } else if (it->second->outstanding) {
     throw UsageError(fmt::format(
         "fused allreduce: tensor '{}' is already pending on rank {} (a name is submitted again "
         "only once its request has finished)",
-        tensor->spec.name, rank_));
-  outstanding_bytes_ += tensor->spec.bytes();
+        name, rank_));
+  }
+  tensor->slot = it->second;
+  tensor->slot->outstanding = true;
+  ++outstanding_count_;
+  outstanding_bytes_ += shape.bytes();
   incoming_.push_back(tensor);
   if (triggered_locked()) {
     trigger_ = true;
     cv_.notify_one();
   }
-  return tensor;
+}
+
+void Engine::forget_idle_names_locked() {
+  std::erase_if(names_, [](const auto& entry) {
+    return !entry.second->outstanding && entry.second->known_id < 0;
+  });
+  // Amortised: a table of live names that stays large is swept rarely.
+  names_limit_ = std::max(names_limit_, 2 * names_.size());
 }
 
 // Every tensor known here, or a fused buffer's worth, is in: waiting for the
 // cycle timer would only add latency.
 bool Engine::triggered_locked() const {
-  return (known_count_ > 0 && outstanding_.size() >= known_count_) ||
+  return (known_count_ > 0 && outstanding_count_ >= known_count_) ||
          outstanding_bytes_ >= options_.fusion_bytes;
 }
 
@@ -199,13 +222,11 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
   std::vector<uint8_t> vec(kFlagCount + known_.size(), 0);
   // pending_'s index of each known id pending here (fast path), or -1.
   std::vector<int64_t> pending_of(known_.size(), -1);
+  const auto stall_after = seconds(options_.stall_s), timeout_after = seconds(options_.timeout_s);
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     FusedTensor& t = *pending_[i];
-    if (!t.looked_up) {
-      const auto id = known_.find(t.spec.name);
-      t.known_id = id && known_.at(*id).same_shape(t.spec) ? int64_t(*id) : -1;
-      t.looked_up = true;
-    }
+    const int64_t id = t.slot->known_id;  // written by this thread only
+    t.known_id = id >= 0 && known_.at(static_cast<uint32_t>(id)).same_shape(t.shape) ? id : -1;
     if (t.known_id >= 0) {
       vec[kFlagCount + static_cast<std::size_t>(t.known_id)] = 1;
       pending_of[static_cast<std::size_t>(t.known_id)] = static_cast<int64_t>(i);
@@ -213,9 +234,8 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
       has_new = true;
     }
     const auto age = start - t.submitted;
-    if (age > seconds(options_.stall_s) && start - last_stall_warning_ > seconds(options_.stall_s))
-      stall = true;
-    if (age > seconds(options_.timeout_s)) timed_out = true;
+    if (age > stall_after && start - last_stall_warning_ > stall_after) stall = true;
+    if (age > timeout_after) timed_out = true;
   }
   {
     std::lock_guard lock(mu_);
@@ -227,9 +247,9 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
     vec[f] = raised[f] ? 0 : 1;
     flags |= raised[f] ? 1u << f : 0u;
   }
-  comm_->run(allreduce_call({"", vec.size(), DataType::u8, ReduceOp::min}, vec.data(), vec.data(),
-                            vec.size()),
-             deadline());
+  comm_->run(
+      allreduce_call({vec.size(), DataType::u8, ReduceOp::min}, vec.data(), vec.data(), vec.size()),
+      deadline());
   if (vec[kHasPending] == 0) idle_since_ = start;
   idle_everywhere_ = start - idle_since_ > kIdleAfter;
 
@@ -257,7 +277,7 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
 
   // The full exchange: every rank's pending list.
   RankReport mine{flags, {}};
-  for (const auto& t : pending_) mine.pending.push_back(t->spec);
+  for (const auto& t : pending_) mine.pending.push_back(t->spec());
   const std::vector<uint8_t> bytes = encode_report(mine);
   std::vector<std::size_t> sizes(static_cast<std::size_t>(size_));
   const uint64_t my_size = bytes.size();
@@ -335,46 +355,39 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
                                 "communicator) before every rank had submitted the tensors "
                                 "pending here",
                                 rank_names(stopping_ranks)));
-  std::lock_guard lock(mu_);
+  std::unordered_map<std::string_view, const FusedPtr*> pending_by_name;
+  for (const auto& t : pending_) pending_by_name.emplace(t->name(), &t);
   for (const auto& spec : agreement.ready) {
-    auto it = outstanding_.find(spec.name);
-    CHORUS_CHECK(it != outstanding_.end(), "ready tensor '{}' is not pending on rank {}", spec.name,
-                 rank_);
-    ready.push_back(it->second);
+    auto it = pending_by_name.find(spec.name);
+    CHORUS_CHECK(it != pending_by_name.end(), "ready tensor '{}' is not pending on rank {}",
+                 spec.name, rank_);
+    ready.push_back(*it->second);
   }
   return ready;
 }
 
 void Engine::execute(std::vector<FusedPtr> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
-  const auto buckets = plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
-                                    [](const FusedPtr& t) -> const TensorSpec& { return t->spec; });
+  const auto buckets =
+      plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
+                   [](const FusedPtr& t) -> const TensorShape& { return t->shape; });
   for (const auto& bucket : buckets) {
     const std::span<const FusedPtr> tensors(ready.data() + bucket.first, bucket.size());
     run_bucket(tensors, bucket.bytes, agreed);
-    for (const auto& t : tensors) {
-      if (t->known_id >= 0) continue;
-      if (auto id = known_.find(t->spec.name))
-        known_.update(*id, t->spec);
-      else
-        known_.add(t->spec);
-    }
     complete(tensors);
   }
   std::erase_if(pending_, [](const FusedPtr& t) { return t->completion.done(); });
-  std::lock_guard lock(mu_);
-  known_count_ = known_.size();
 }
 
 void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
                         Clock::time_point agreed) {
-  const TensorSpec& first = tensors.front()->spec;
+  const TensorShape& first = tensors.front()->shape;
   const std::size_t elem = dtype_size(first.dtype);
   bool direct = tensors.size() == 1;
   const bool timed = timeline_.enabled();
   if (timed)
     for (const auto& t : tensors) {
-      const int track = timeline_.track(t->spec.name);
+      const int track = timeline_.track(t->name());
       timeline_.instant(track, "submitted", t->submitted);
       timeline_.span(track, "negotiate", t->submitted, agreed);
     }
@@ -392,7 +405,7 @@ void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
   if (!direct) {
     std::size_t offset = 0;
     for (const auto& t : tensors) {
-      const std::size_t n = t->spec.bytes();
+      const std::size_t n = t->shape.bytes();
       if (n) std::memcpy(fusion_buffer_.data() + offset, t->send, n);
       offset += n;
     }
@@ -407,7 +420,7 @@ void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
   if (!direct) {
     std::size_t offset = 0;
     for (const auto& t : tensors) {
-      const std::size_t n = t->spec.bytes();
+      const std::size_t n = t->shape.bytes();
       if (n) std::memcpy(t->recv, fusion_buffer_.data() + offset, n);
       offset += n;
     }
@@ -421,7 +434,7 @@ void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
                     {"dtype", dtype_name(first.dtype)},
                     {"op", op_name(first.op)}});
     for (const auto& t : tensors) {
-      const int track = timeline_.track(t->spec.name);
+      const int track = timeline_.track(t->name());
       timeline_.span(track, "copy_in", copy_in, reduce, {{"direct", direct}});
       timeline_.span(track, "allreduce", reduce, copy_out,
                      {{"algorithm", algorithm}, {"bytes", bytes}, {"tensors", tensors.size()}});
@@ -438,9 +451,18 @@ void Engine::complete(std::span<const FusedPtr> tensors) {
   {
     std::lock_guard lock(mu_);
     for (const auto& t : tensors) {
-      outstanding_.erase(t->spec.name);
-      outstanding_bytes_ -= t->spec.bytes();
+      NameSlot& slot = *t->slot;
+      if (t->known_id < 0) {  // every rank reduced the name with this shape
+        if (slot.known_id >= 0)
+          known_.update(static_cast<uint32_t>(slot.known_id), t->spec());
+        else if (auto id = known_.add(t->spec()))
+          slot.known_id = *id;
+      }
+      slot.outstanding = false;
+      outstanding_bytes_ -= t->shape.bytes();
     }
+    outstanding_count_ -= tensors.size();
+    known_count_ = known_.size();
   }
   for (const auto& t : tensors) t->completion.complete();
 }
@@ -454,7 +476,8 @@ void Engine::stop_with(std::exception_ptr error) {
     failing.insert(failing.end(), incoming_.begin(), incoming_.end());
     pending_.clear();
     incoming_.clear();
-    outstanding_.clear();
+    for (const auto& t : failing) t->slot->outstanding = false;
+    outstanding_count_ = 0;
     outstanding_bytes_ = 0;
   }
   try {

@@ -46,6 +46,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -59,17 +60,32 @@ namespace chorus::fusion {
 
 using Clock = std::chrono::steady_clock;
 
+// A tensor name's record, made by its first submission and kept while the
+// name is known or pending (names repeat every step): a submission of a name
+// seen before costs one hash lookup and allocates nothing for the name.
+struct NameSlot {
+  explicit NameSlot(std::string_view n) : name(n) {}
+  const std::string name;
+  // Both under the engine's mu_. known_id is written by the engine thread
+  // only, which also reads it without the lock.
+  bool outstanding = false;  // a tensor of this name is pending or incoming
+  int64_t known_id = -1;     // the KnownTable id of the name; -1: not known
+};
+
 // One submitted tensor; done when its completion is.
 struct FusedTensor {
-  TensorSpec spec;
+  std::shared_ptr<NameSlot> slot;
+  TensorShape shape;
   const void* send = nullptr;
   void* recv = nullptr;
   Clock::time_point submitted;
   Completion completion;
-  // Engine thread only: the known id of the name with this spec (-1: none),
-  // looked up once.
+  // Engine thread only: the known id of the name with this shape (-1:
+  // none), found by each negotiation round.
   int64_t known_id = -1;
-  bool looked_up = false;
+
+  const std::string& name() const { return slot->name; }
+  TensorSpec spec() const { return {slot->name, shape.count, shape.dtype, shape.op}; }
 };
 using FusedPtr = std::shared_ptr<FusedTensor>;
 
@@ -109,7 +125,10 @@ class Engine {
 
   // Queues a tensor for the next cycle. Throws UsageError for a name already
   // pending here, and the engine's error once it has stopped.
-  FusedPtr submit(TensorSpec spec, const void* send, void* recv);
+  FusedPtr submit(std::string_view name, TensorShape shape, const void* send, void* recv);
+  // The same for a tensor the caller made, with its shape and buffers set
+  // (the C API makes it in one allocation with its request).
+  void submit(std::string_view name, const FusedPtr& tensor);
   // Tells the peers, finishes what is ready everywhere, fails the rest, and
   // stops (bounded by CHORUS_TIMEOUT). Idempotent.
   void shutdown();
@@ -124,8 +143,12 @@ class Engine {
   std::vector<FusedPtr> negotiate(std::exception_ptr& stop);
   void execute(std::vector<FusedPtr> ready, Clock::time_point agreed);
   void run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes, Clock::time_point agreed);
-  // Completes a bucket's tensors and forgets them.
+  // Completes a bucket's tensors and forgets them; names reduced for the
+  // first time become known.
   void complete(std::span<const FusedPtr> tensors);
+  // Drops the slots of names neither known nor outstanding (mu_ held), so
+  // that names used once do not pile up.
+  void forget_idle_names_locked();
   // Fails every pending tensor and stops the engine with `error`.
   void stop_with(std::exception_ptr error);
   bool triggered_locked() const;
@@ -150,7 +173,11 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<FusedPtr> incoming_;
-  std::unordered_map<std::string, FusedPtr> outstanding_;  // pending or incoming, by name
+  // Every name known or outstanding (and some idle ones, until the table
+  // outgrows names_limit_); keys view the slots' names.
+  std::unordered_map<std::string_view, std::shared_ptr<NameSlot>> names_;
+  std::size_t names_limit_;
+  std::size_t outstanding_count_ = 0;  // tensors pending or incoming
   std::size_t outstanding_bytes_ = 0;
   std::size_t known_count_ = 0;  // known_.size(), published by the engine thread
   bool shutdown_requested_ = false;

@@ -5,11 +5,13 @@
 namespace chorus::fusion {
 
 Engine& EngineSlot::engine(Communicator& comm) {
+  if (Engine* made = made_.load(std::memory_order_acquire)) return *made;
   std::lock_guard lock(mu_);
   if (!engine_) {
     auto make_comm = comm.start_split(0, comm.rank());
     engine_ = std::make_unique<Engine>(std::move(make_comm), comm.rank(), comm.size(),
                                        options_ ? *options_ : EngineOptions::from(comm.config()));
+    made_.store(engine_.get(), std::memory_order_release);
   }
   return *engine_;
 }

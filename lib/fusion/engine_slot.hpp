@@ -5,6 +5,7 @@
 // which is why it lives here and not in lib/api.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,9 @@ class EngineSlot {
  private:
   mutable std::mutex mu_;
   std::unique_ptr<Engine> engine_;
+  // engine_ once made (it then lives as long as the slot): every fused
+  // call after the first finds it without the lock.
+  std::atomic<Engine*> made_{nullptr};
   std::optional<EngineOptions> options_;
 };
 

@@ -150,11 +150,12 @@ std::optional<uint32_t> KnownTable::find(const std::string& name) const {
   return it->second;
 }
 
-bool KnownTable::add(const TensorSpec& spec) {
-  if (specs_.size() >= capacity_ || ids_.count(spec.name)) return false;
-  ids_.emplace(spec.name, static_cast<uint32_t>(specs_.size()));
+std::optional<uint32_t> KnownTable::add(const TensorSpec& spec) {
+  if (specs_.size() >= capacity_) return std::nullopt;
+  const auto id = static_cast<uint32_t>(specs_.size());
+  if (!ids_.emplace(spec.name, id).second) return std::nullopt;
   specs_.push_back(spec);
-  return true;
+  return id;
 }
 
 }  // namespace chorus::fusion

@@ -35,16 +35,26 @@
 
 namespace chorus::fusion {
 
+// What ranks must agree on for a name: a tensor's count, dtype and op.
+struct TensorShape {
+  uint64_t count = 0;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+
+  std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_size(dtype); }
+  bool operator==(const TensorShape&) const = default;
+};
+
 struct TensorSpec {
   std::string name;
   uint64_t count = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
 
-  std::size_t bytes() const { return static_cast<std::size_t>(count) * dtype_size(dtype); }
-  bool same_shape(const TensorSpec& o) const {
-    return count == o.count && dtype == o.dtype && op == o.op;
-  }
+  std::size_t bytes() const { return shape().bytes(); }
+  TensorShape shape() const { return {count, dtype, op}; }
+  bool same_shape(const TensorShape& o) const { return shape() == o; }
+  bool same_shape(const TensorSpec& o) const { return same_shape(o.shape()); }
 };
 
 // "'conv1.weight' (count 9408, float32, sum)"
@@ -108,8 +118,9 @@ class KnownTable {
   std::optional<uint32_t> find(const std::string& name) const;
   const TensorSpec& at(uint32_t id) const { return specs_[id]; }
   std::size_t size() const { return specs_.size(); }
-  // Adds a name not yet known while there is room; false otherwise.
-  bool add(const TensorSpec& spec);
+  // Adds a name not yet known while there is room and returns its id;
+  // nullopt otherwise.
+  std::optional<uint32_t> add(const TensorSpec& spec);
   // A known name reduced with another spec (every rank agreed on it) keeps
   // its id with the new spec.
   void update(uint32_t id, const TensorSpec& spec) { specs_[id] = spec; }
@@ -129,15 +140,18 @@ struct Bucket {
 };
 
 // The grouping key of a spec: tensors of one (dtype, op) can share a bucket.
+inline int group_key(const TensorShape& shape) {
+  return static_cast<int>(shape.dtype) * kReduceOpCount + static_cast<int>(shape.op);
+}
 inline int group_key(const TensorSpec& spec) {
-  return static_cast<int>(spec.dtype) * kReduceOpCount + static_cast<int>(spec.op);
+  return group_key(spec.shape());
 }
 
 // Orders `ready` in place so that tensors of one (dtype, op) are adjacent (a
 // stable grouping: the first group is the first tensor's), then cuts it into
 // buckets of one (dtype, op) and at most fusion_bytes each; a tensor larger
 // than fusion_bytes, or of alone_bytes or more, gets a bucket of its own.
-// spec_of(item) gives an item's TensorSpec. Linear in the number of tensors.
+// spec_of(item) gives an item's TensorSpec or TensorShape. Linear in the number of tensors.
 template <typename T, typename SpecOf>
 std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes,
                                  std::size_t alone_bytes, SpecOf spec_of) {
@@ -166,7 +180,7 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
     ready = std::move(grouped);
   }
   for (std::size_t i = 0; i < ready.size(); ++i) {
-    const TensorSpec& spec = spec_of(ready[i]);
+    const auto& spec = spec_of(ready[i]);
     const std::size_t bytes = spec.bytes();
     const auto alone = [&](std::size_t b) { return b > fusion_bytes || b >= alone_bytes; };
     const bool joins = !out.empty() && !alone(bytes) &&

@@ -113,8 +113,8 @@ void Mirrored::broadcast_variables(const Deadline& deadline) {
 
 void Mirrored::submit_locked(Variable& v) {
   if (options_.use_fusion) {
-    fusion::TensorSpec spec{engine_name(v.name), v.count, v.dtype, ReduceOp::avg};
-    v.fused = engine_locked().submit(std::move(spec), v.gradient, v.gradient);
+    v.fused = engine_locked().submit(engine_name(v.name), {v.count, v.dtype, ReduceOp::avg},
+                                     v.gradient, v.gradient);
   } else {
     CollectiveCall call =
         call_of(CollectiveKind::allreduce, v.gradient, v.gradient, v.count, v.dtype);

@@ -274,6 +274,65 @@ TEST_CASE("fused allreduce: tensors back to back in one buffer are reduced where
   }
 }
 
+TEST_CASE("fused allreduce: names used once are forgotten, steady names stay known", "[fusion]") {
+  // Every step brings 1000 names never seen before (past the engine's table
+  // of 4096 names, which then drops the idle ones) beside 20 steady names,
+  // which stay known: results exact, and the steady steps keep the fast path.
+  const int n = 2, steps = 6, fresh = 1000, steady = 20;
+  std::vector<std::string> notes(n);
+  std::vector<chorus_fusion_stats_t> stats(n);
+  auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+    std::vector<float> fresh_values(fresh), steady_values(steady);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<chorus_request_t> requests;
+      for (int t = 0; t < fresh; ++t) {
+        fresh_values[t] = float(rank + t % 7 + step);
+        const std::string name = "step" + std::to_string(step) + ".t" + std::to_string(t);
+        requests.push_back(nullptr);
+        if (chorus_fused_allreduce(comm, name.c_str(), &fresh_values[t], &fresh_values[t], 1,
+                                   CHORUS_FLOAT32, CHORUS_SUM, &requests.back()))
+          return 1;
+      }
+      for (int t = 0; t < steady; ++t) {
+        steady_values[t] = float(rank * 3 + t);
+        requests.push_back(nullptr);
+        if (chorus_fused_allreduce(comm, ("steady" + std::to_string(t)).c_str(), &steady_values[t],
+                                   &steady_values[t], 1, CHORUS_FLOAT32, CHORUS_MAX,
+                                   &requests.back()))
+          return 2;
+      }
+      for (auto& r : requests)
+        if (chorus_wait(&r, 0)) return 3;
+      for (int t = 0; t < fresh; ++t)
+        if (fresh_values[t] != float(1 + 2 * (t % 7 + step))) {
+          notes[rank] = "step " + std::to_string(step) + " fresh " + std::to_string(t) + " = " +
+                        std::to_string(fresh_values[t]);
+          return 4;
+        }
+      for (int t = 0; t < steady; ++t)
+        if (steady_values[t] != float(3 * (n - 1) + t)) return 5;
+    }
+    // The steady names alone, now known everywhere: the fast path only.
+    const auto before = stats_of(comm);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<chorus_request_t> requests(steady, nullptr);
+      for (int t = 0; t < steady; ++t)
+        if (chorus_fused_allreduce(comm, ("steady" + std::to_string(t)).c_str(), &steady_values[t],
+                                   &steady_values[t], 1, CHORUS_FLOAT32, CHORUS_MAX, &requests[t]))
+          return 6;
+      for (auto& r : requests)
+        if (chorus_wait(&r, 0)) return 7;
+    }
+    stats[rank] = stats_of(comm);
+    stats[rank].slow_cycles -= before.slow_cycles;
+    return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 8;
+  });
+  INFO(notes[0] << " / " << notes[1]);
+  CHECK(all_zero(results));
+  CHECK(stats[0].tensors == std::uint64_t(steps * (fresh + steady) + 3 * steady));
+  CHECK(stats[0].slow_cycles == 0);
+}
+
 TEST_CASE("fused allreduce: a tensor one rank never submits fails everywhere, named", "[fusion]") {
   chorus::test::LogCapture log("fusion");
   const int n = 3;

@@ -98,9 +98,9 @@ TEST_CASE("fusion agreement: one name with two specs is a mismatch naming both r
 
 TEST_CASE("fusion known table: ids in order of addition, bounded", "[fusion]") {
   KnownTable known(2);
-  CHECK(known.add(spec("a", 1)));
+  CHECK(known.add(spec("a", 1)) == 0u);
   CHECK_FALSE(known.add(spec("a", 1)));
-  CHECK(known.add(spec("b", 2)));
+  CHECK(known.add(spec("b", 2)) == 1u);
   CHECK_FALSE(known.add(spec("c", 3)));  // full: c negotiates by name
   CHECK(known.size() == 2);
   CHECK(known.find("b") == 1u);
