@@ -42,8 +42,8 @@ uint32_t counts_digest(const std::size_t* counts, int size) {
 }
 
 CallShape validate(const CollectiveCall& c, int rank, int size) {
-  const std::string name(collective_name(c.kind));
-  const char* what = name.c_str();
+  // The names are string literals, so NUL-terminated.
+  const char* what = collective_name(c.kind).data();
   if (c.kind == CollectiveKind::none || c.kind == CollectiveKind::send)
     throw InvariantError(fmt::format("validate: {} is not a collective", what));
   if (c.kind != CollectiveKind::barrier && !valid_dtype(static_cast<int>(c.dtype)))

@@ -49,7 +49,7 @@ static_assert(sizeof(CallSignature) == 32);
 // the wire dtype (collectives/allreduce/wire.hpp).
 inline constexpr uint32_t kWireLayout = 0x100;
 
-std::string_view collective_name(CollectiveKind kind);
+std::string_view collective_name(CollectiveKind kind);  // a string literal
 // Whether the collective combines values with a reduction op.
 bool reduces(CollectiveKind kind);
 // Names algorithms in describe() (the algorithm registry installs it; until

@@ -288,9 +288,7 @@ const KernelTable& best_table() {
 }
 
 void check_dtype(DataType dtype) {
-  if (!valid_dtype(static_cast<int>(dtype)))
-    throw UsageError(CHORUS_ERR_INVALID_ARGUMENT,
-                     fmt::format("unknown data type {}", static_cast<int>(dtype)));
+  if (!valid_dtype(static_cast<int>(dtype))) throw_unknown_dtype(dtype);
 }
 void check_op(ReduceOp op) {
   if (!valid_op(static_cast<int>(op)))
@@ -317,38 +315,9 @@ void scale_float(void* data, std::size_t count, int n) {
 
 }  // namespace
 
-bool valid_dtype(int value) {
-  return value >= 0 && value < kDataTypeCount;
-}
-bool valid_op(int value) {
-  return value >= 0 && value < kReduceOpCount;
-}
-
-std::size_t dtype_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::f32:
-      return 4;
-    case DataType::f64:
-      return 8;
-    case DataType::f16:
-      return 2;
-    case DataType::bf16:
-      return 2;
-    case DataType::i8:
-      return 1;
-    case DataType::u8:
-      return 1;
-    case DataType::i32:
-      return 4;
-    case DataType::u32:
-      return 4;
-    case DataType::i64:
-      return 8;
-    case DataType::u64:
-      return 8;
-  }
-  check_dtype(dtype);
-  return 0;
+void throw_unknown_dtype(DataType dtype) {
+  throw UsageError(CHORUS_ERR_INVALID_ARGUMENT,
+                   fmt::format("unknown data type {}", static_cast<int>(dtype)));
 }
 
 std::string_view dtype_name(DataType dtype) {

@@ -38,9 +38,34 @@ enum class ReduceOp : uint8_t {
 };
 inline constexpr int kReduceOpCount = CHORUS_OP_COUNT_;
 
-bool valid_dtype(int value);
-bool valid_op(int value);
-std::size_t dtype_size(DataType dtype);
+// Inline: every call checks and sizes its buffers, and fused calls come by
+// the thousand per step.
+inline bool valid_dtype(int value) {
+  return value >= 0 && value < kDataTypeCount;
+}
+inline bool valid_op(int value) {
+  return value >= 0 && value < kReduceOpCount;
+}
+[[noreturn]] void throw_unknown_dtype(DataType dtype);
+inline std::size_t dtype_size(DataType dtype) {
+  switch (dtype) {
+    case DataType::i8:
+    case DataType::u8:
+      return 1;
+    case DataType::f16:
+    case DataType::bf16:
+      return 2;
+    case DataType::f32:
+    case DataType::i32:
+    case DataType::u32:
+      return 4;
+    case DataType::f64:
+    case DataType::i64:
+    case DataType::u64:
+      return 8;
+  }
+  throw_unknown_dtype(dtype);
+}
 std::string_view dtype_name(DataType dtype);  // "float32", "bfloat16", "int8", ...
 std::string_view op_name(ReduceOp op);        // "sum", "prod", "min", "max", "avg"
 // Parse the names above (also the short forms f32, bf16, i32, ... for dtypes).

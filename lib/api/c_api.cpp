@@ -36,6 +36,10 @@ thread_local CheckedHandle last_checked;
 // Most threads never see an error: the map stays empty and a call's clearing
 // is one test.
 thread_local std::unordered_map<chorus_comm_t, std::string> last_errors;
+// Errors ever recorded, by any thread: while none has been, every thread's
+// map is empty and a call's clearing does not touch thread-local storage
+// (which costs a call into the dynamic linker from a shared library).
+std::atomic<bool> any_error_recorded{false};
 
 }  // namespace
 
@@ -83,9 +87,12 @@ Communicator& lookup(chorus_comm_t comm) {
 }
 
 void set_last_error(chorus_comm_t comm, const std::string& message) {
+  any_error_recorded.store(true, std::memory_order_relaxed);
   last_errors[comm] = message;
 }
 void clear_last_error(chorus_comm_t comm) {
+  // Relaxed is enough: only this thread's own earlier stores matter here.
+  if (!any_error_recorded.load(std::memory_order_relaxed)) return;
   if (!last_errors.empty()) last_errors.erase(comm);
 }
 const char* last_error(chorus_comm_t comm) {

@@ -109,9 +109,9 @@ FusedPtr Engine::submit(std::string_view name, TensorShape shape, const void* se
 
 void Engine::submit(std::string_view name, const FusedPtr& tensor) {
   const TensorShape& shape = tensor->shape;
-  // Stall and timeout checks need only the coarse clock (3 ns, not 20);
-  // the timeline wants the precise one.
-  tensor->submitted = timed_ ? Clock::now() : Deadline::coarse_now();
+  // The timeline wants the precise time of submission; stall and timeout
+  // checks make do with the engine's intake (main()), one clock read a cycle.
+  if (timed_) tensor->submitted = Clock::now();
   std::lock_guard lock(mu_);
   if (stopped_) std::rethrow_exception(stopped_);
   if (shutdown_requested_)
@@ -185,6 +185,10 @@ void Engine::main() {
                                     std::chrono::duration<double, std::milli>(options_.cycle_ms));
       cv_.wait_until(lock, last_end + period, [&] { return trigger_ || shutdown_requested_; });
       trigger_ = false;
+      if (!timed_) {
+        const auto intake = Deadline::coarse_now();
+        for (const auto& t : incoming_) t->submitted = intake;
+      }
       pending_.insert(pending_.end(), std::make_move_iterator(incoming_.begin()),
                       std::make_move_iterator(incoming_.end()));
       incoming_.clear();

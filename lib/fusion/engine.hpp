@@ -78,6 +78,8 @@ struct FusedTensor {
   TensorShape shape;
   const void* send = nullptr;
   void* recv = nullptr;
+  // When it was submitted (with the timeline on) or taken in by the engine
+  // thread (within a cycle of it): what stall and timeout checks count from.
   Clock::time_point submitted;
   Completion completion;
   // Engine thread only: the known id of the name with this shape (-1:
