@@ -107,7 +107,7 @@ int fusion_main(int argc, char** argv) {
   std::string each_text = "4096", mix_name, transport,
               modes_text = "fused,per_tensor,single_buffer";
   std::string iter_bytes_text = "1G";
-  bool json = false, apart = false;
+  bool json = false, apart = false, interleave = false;
   CLI::App app{
       "chorus-bench fusion: a step of many tensors reduced fused, one by one, and as "
       "one buffer (run under chorusrun)"};
@@ -129,6 +129,10 @@ int fusion_main(int argc, char** argv) {
                "Leave 64 bytes between tensors, as separately allocated gradients are (the "
                "engine then copies them into its buffer; by default they lie back to back where "
                "their sizes allow, and a bucket of them is reduced where it lies)");
+  app.add_flag("--interleave", interleave,
+               "Time the modes step by step in turn (fused, single_buffer, fused, ...) instead "
+               "of one after the other, so that a machine whose speed drifts from second to "
+               "second slows every mode alike (warm-up and checks stay per mode)");
   CLI11_PARSE(app, argc, argv);
 
   Step s;
@@ -188,17 +192,35 @@ int fusion_main(int argc, char** argv) {
 
   uint64_t total_wrong = 0;
   int failed = 0;
-  for (Mode mode : modes) {
+  const auto warm_up = [&](Mode mode) {
     fill(s, mode, true);
-    std::vector<double> times;
     int rc = chorus_barrier(s.comm, 0);
     for (int i = 0; i < n_warmup && !rc; ++i) rc = run_step(s, mode);
-    if (!rc) rc = chorus_barrier(s.comm, 0);
-    for (int i = 0; i < n_iters && !rc; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      rc = run_step(s, mode);
-      times.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return rc ? rc : chorus_barrier(s.comm, 0);
+  };
+  std::vector<std::vector<double>> times(modes.size());
+  const auto timed_step = [&](std::size_t m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = run_step(s, modes[m]);
+    times[m].push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return rc;
+  };
+  int interleaved_rc = 0;
+  std::size_t interleaved_failure = 0;  // the mode whose step failed
+  if (interleave) {
+    for (std::size_t m = 0; m < modes.size() && !interleaved_rc; ++m)
+      if ((interleaved_rc = warm_up(modes[m]))) interleaved_failure = m;
+    for (int i = 0; i < n_iters && !interleaved_rc; ++i)
+      for (std::size_t m = 0; m < modes.size() && !interleaved_rc; ++m)
+        if ((interleaved_rc = timed_step(m))) interleaved_failure = m;
+  }
+  for (std::size_t m = interleaved_failure; m < modes.size(); ++m) {
+    const Mode mode = modes[m];
+    int rc = interleaved_rc;
+    if (!interleave) {
+      rc = warm_up(mode);
+      for (int i = 0; i < n_iters && !rc; ++i) rc = timed_step(m);
     }
     uint64_t wrong = 0;
     if (!rc && check) {
@@ -216,7 +238,7 @@ int fusion_main(int argc, char** argv) {
       break;
     }
     total_wrong += wrong;
-    const double step_us = max_over_ranks(s.comm, median(times));
+    const double step_us = max_over_ranks(s.comm, median(times[m]));
     const double n = s.nranks;
     const double busbw = step_bytes / step_us / 1e3 * 2 * (n - 1) / n;
     if (s.rank != 0) continue;

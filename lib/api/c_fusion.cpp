@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/core/block_cache.hpp"
 #include "collectives/call.hpp"
 #include "lib/api/entry.hpp"
 #include "lib/api/handles.hpp"
@@ -49,7 +50,8 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       } catch (const chorus::UsageError& e) {
         throw chorus::UsageError(e.code(), fmt::format("fused {} (tensor '{}')", e.what(), name));
       }
-      auto fused = std::make_shared<chorus::api::FusedRequest>();
+      auto fused = std::allocate_shared<chorus::api::FusedRequest>(
+          chorus::CachingAllocator<chorus::api::FusedRequest>());
       fused->shape = shape;
       fused->send = sendbuf;
       fused->recv = recvbuf;

@@ -32,7 +32,8 @@ struct chorus_request {
 namespace chorus::api {
 
 // A fused request and its tensor in one allocation (a training step hands
-// the engine hundreds of tensors): the request's `fused` points at its own
+// the engine hundreds of tensors), from a per-thread cache of such blocks
+// (base/core/block_cache.hpp): the request's `fused` points at its own
 // container, which so lives until chorus_wait or chorus_test finishes the
 // request (release_request).
 struct FusedRequest : chorus::fusion::FusedTensor {

@@ -9,6 +9,9 @@
 #include "base/core/log.hpp"
 #include "collectives/registry.hpp"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace chorus::fusion {
 namespace {
 
@@ -59,6 +62,10 @@ bool adjacent(std::span<const FusedPtr> tensors, std::size_t bytes) {
 }
 
 }  // namespace
+
+std::size_t Engine::NameHash::operator()(std::string_view name) const noexcept {
+  return static_cast<std::size_t>(XXH3_64bits(name.data(), name.size()));
+}
 
 EngineOptions EngineOptions::from(const Config& config) {
   EngineOptions o;
@@ -260,6 +267,7 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
   const bool slow = !vec[kHasNew] || !vec[kStallCheck] || !vec[kTimedOut] || !vec[kShutdown];
   std::vector<FusedPtr> ready;
   if (!slow) {
+    ready.reserve(pending_.size());
     for (std::size_t id = 0; id < known_.size(); ++id)
       if (vec[kFlagCount + id]) {
         CHORUS_CHECK(pending_of[id] >= 0,

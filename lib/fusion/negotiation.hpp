@@ -179,19 +179,20 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
     }
     ready = std::move(grouped);
   }
+  int open_key = -1;       // the last bucket's group
+  bool open_alone = true;  // the last bucket is a tensor alone (or none)
   for (std::size_t i = 0; i < ready.size(); ++i) {
     const auto& spec = spec_of(ready[i]);
     const std::size_t bytes = spec.bytes();
-    const auto alone = [&](std::size_t b) { return b > fusion_bytes || b >= alone_bytes; };
-    const bool joins = !out.empty() && !alone(bytes) &&
-                       !alone(spec_of(ready[out.back().first]).bytes()) &&
-                       group_key(spec_of(ready[out.back().first])) == group_key(spec) &&
-                       out.back().bytes + bytes <= fusion_bytes;
-    if (joins) {
+    const bool alone = bytes > fusion_bytes || bytes >= alone_bytes;
+    const int key = group_key(spec);
+    if (!alone && !open_alone && key == open_key && out.back().bytes + bytes <= fusion_bytes) {
       out.back().last = i + 1;
       out.back().bytes += bytes;
     } else {
       out.push_back({i, i + 1, bytes});
+      open_key = key;
+      open_alone = alone;
     }
   }
   return out;
