@@ -275,6 +275,10 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
                   std::chrono::duration<double>(lookup(r.owner).config().timeout_s + 10.0)))
             : Deadline::after_ms(timeout_ms);
     if (r.fused) {
+      // Waiting up to CHORUS_TIMEOUT, the thread runs the engine's due cycle
+      // itself instead of waking the engine's thread for it (and being woken).
+      if (timeout_ms == 0)
+        if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->run_due_cycle();
       if (!r.fused->completion.wait(deadline, r.spin_us))
         throw chorus::IoError(
             CHORUS_ERR_TIMEOUT,

@@ -175,44 +175,87 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+Clock::duration Engine::period() const {
+  return idle_everywhere_ ? std::chrono::duration_cast<Clock::duration>(kIdleCycle)
+                          : std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double, std::milli>(options_.cycle_ms));
+}
+
 void Engine::main() {
-  try {
-    comm_ = make_comm_(deadline());
-  } catch (...) {
-    stop_with(std::current_exception());
-    return;
+  {
+    std::lock_guard cycle_lock(cycle_mu_);
+    try {
+      comm_ = make_comm_(deadline());
+    } catch (...) {
+      cycles_over_ = true;
+      stop_with(std::current_exception());
+      return;
+    }
+    last_end_ = Clock::now();
   }
-  auto last_end = Clock::now();
   for (;;) {
+    Clock::time_point due;
+    {
+      std::lock_guard cycle_lock(cycle_mu_);
+      if (cycles_over_) break;
+      due = last_end_ + period();
+    }
     {
       std::unique_lock lock(mu_);
-      const auto period = idle_everywhere_
-                              ? std::chrono::duration_cast<Clock::duration>(kIdleCycle)
-                              : std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double, std::milli>(options_.cycle_ms));
-      cv_.wait_until(lock, last_end + period, [&] { return trigger_ || shutdown_requested_; });
-      trigger_ = false;
-      if (!timed_) {
-        const auto intake = Deadline::coarse_now();
-        for (const auto& t : incoming_) t->submitted = intake;
-      }
-      pending_.insert(pending_.end(), std::make_move_iterator(incoming_.begin()),
-                      std::make_move_iterator(incoming_.end()));
-      incoming_.clear();
+      cv_.wait_until(lock, due, [&] { return trigger_ || shutdown_requested_ || cycles_over_; });
     }
-    bool go_on = false;
-    try {
-      go_on = cycle();
-    } catch (...) {
-      stop_with(std::current_exception());
+    // A waiting thread may run a cycle meanwhile (run_due_cycle): then the
+    // one due here may be due no more.
+    std::lock_guard cycle_lock(cycle_mu_);
+    if (cycles_over_) break;
+    bool due_now;
+    {
+      std::lock_guard lock(mu_);
+      due_now = trigger_ || shutdown_requested_ || Clock::now() >= last_end_ + period();
     }
-    last_end = Clock::now();
-    if (!go_on) break;
+    if (due_now) run_cycle_locked();
   }
+  std::lock_guard cycle_lock(cycle_mu_);
   try {
     comm_->destroy();
   } catch (const std::exception& e) {
     fusion_log().debug("rank {}: fusion communicator destroy: {}", rank_, e.what());
+  }
+}
+
+void Engine::run_due_cycle() {
+  std::unique_lock cycle_lock(cycle_mu_, std::try_to_lock);
+  if (!cycle_lock || cycles_over_ || !comm_) return;
+  {
+    std::lock_guard lock(mu_);
+    if (!trigger_ || shutdown_requested_) return;
+  }
+  run_cycle_locked();
+}
+
+void Engine::run_cycle_locked() {
+  {
+    std::lock_guard lock(mu_);
+    trigger_ = false;
+    if (!timed_) {
+      const auto intake = Deadline::coarse_now();
+      for (const auto& t : incoming_) t->submitted = intake;
+    }
+    pending_.insert(pending_.end(), std::make_move_iterator(incoming_.begin()),
+                    std::make_move_iterator(incoming_.end()));
+    incoming_.clear();
+  }
+  bool go_on = false;
+  try {
+    go_on = cycle();
+  } catch (...) {
+    stop_with(std::current_exception());
+  }
+  last_end_ = Clock::now();
+  if (!go_on) {
+    cycles_over_ = true;
+    std::lock_guard lock(mu_);
+    cv_.notify_one();  // the engine's thread, if this is a waiting one, exits
   }
 }
 

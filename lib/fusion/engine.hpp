@@ -4,7 +4,8 @@
 // from it, so the engine's collectives never interleave with the user's.
 //
 //   submit(name, send, recv, count, dtype, op)   returns at once
-//   a background thread, every cycle:
+//   a background thread (or a thread about to wait for a tensor, when the
+//   cycle is due at once: run_due_cycle), every cycle:
 //     1. negotiate (negotiation.hpp): which named tensors are pending on
 //        every rank with one spec; one MIN allreduce of a byte per known
 //        tensor when nothing new happened, else a full exchange of names;
@@ -14,10 +15,13 @@
 //        a bucket of one tensor, or of tensors that lie back to back in
 //        memory in bucket order, runs on the user's buffers with no copy;
 //     3. complete each tensor's request.
-//   A cycle starts CHORUS_FUSION_CYCLE_MS after the last one began, or at
+//   A cycle starts CHORUS_FUSION_CYCLE_MS after the last one ended, or at
 //   once when every known tensor (or CHORUS_FUSION_BYTES of them) has been
 //   submitted here; with nothing pending anywhere for a second, idle cycles
 //   slow to one per 10 ms.
+//
+// Locks: cycle_mu_ (whoever runs a cycle: the cycle state below) before mu_
+// (what submitting threads share). Submitters take mu_ only.
 //
 // Verdicts (every rank reaches the same one for a tensor, because each is a
 // function of data the cycle gave every rank alike):
@@ -66,8 +70,8 @@ using Clock = std::chrono::steady_clock;
 struct NameSlot {
   explicit NameSlot(std::string_view n) : name(n) {}
   const std::string name;
-  // Both under the engine's mu_. known_id is written by the engine thread
-  // only, which also reads it without the lock.
+  // Both under the engine's mu_. known_id is written by a cycle (under
+  // cycle_mu_ as well), which also reads it without mu_.
   bool outstanding = false;  // a tensor of this name is pending or incoming
   int64_t known_id = -1;     // the KnownTable id of the name; -1: not known
 };
@@ -78,11 +82,11 @@ struct FusedTensor {
   TensorShape shape;
   const void* send = nullptr;
   void* recv = nullptr;
-  // When it was submitted (with the timeline on) or taken in by the engine
-  // thread (within a cycle of it): what stall and timeout checks count from.
+  // When it was submitted (with the timeline on) or taken in by a cycle
+  // (within a cycle of it): what stall and timeout checks count from.
   Clock::time_point submitted;
   Completion completion;
-  // Engine thread only: the known id of the name with this shape (-1:
+  // Cycle state (cycle_mu_): the known id of the name with this shape (-1:
   // none), found by each negotiation round.
   int64_t known_id = -1;
 
@@ -135,9 +139,19 @@ class Engine {
   // stops (bounded by CHORUS_TIMEOUT). Idempotent.
   void shutdown();
   EngineStats stats() const;
+  // For a thread about to wait for one of this engine's tensors: when the
+  // next cycle is due at once (every tensor known here is in) and no cycle
+  // runs, runs it on this thread, sparing the step two hand-offs between
+  // threads (a wake-up of the engine's thread, and of this one when its
+  // tensor is done). Blocks for as long as the cycle takes (bounded by
+  // CHORUS_TIMEOUT); returns at once otherwise.
+  void run_due_cycle();
 
  private:
   void main();
+  // Takes in the submissions and runs a cycle (cycle_mu_ held).
+  void run_cycle_locked();
+  Clock::duration period() const;  // between cycles (cycle_mu_ held)
   // One negotiation round and the work it frees; false once the engine stops.
   bool cycle();
   // The tensors to reduce now, in order; sets stop when the engine must stop
@@ -159,9 +173,10 @@ class Engine {
   const int rank_, size_;
   const EngineOptions options_;
   MakeComm make_comm_;
-  std::unique_ptr<Communicator> comm_;  // engine thread only (destroyed by shutdown)
-
-  // Engine-thread state.
+  // Cycle state: whoever runs a cycle holds cycle_mu_.
+  std::mutex cycle_mu_;
+  std::unique_ptr<Communicator> comm_;  // made by the engine's thread first
+  Clock::time_point last_end_;          // when the last cycle ended
   KnownTable known_;
   std::vector<FusedPtr> pending_;  // submission order
   std::vector<uint8_t> fusion_buffer_;
@@ -170,6 +185,8 @@ class Engine {
   bool idle_everywhere_ = false;
   Timeline timeline_;
   const bool timed_;  // the timeline is on (read by submitting threads too)
+  // No more cycles: the engine stopped (set under cycle_mu_, read anywhere).
+  std::atomic<bool> cycles_over_{false};
 
   // Shared with submitting threads (mu_).
   mutable std::mutex mu_;
@@ -184,7 +201,7 @@ class Engine {
   std::size_t names_limit_;
   std::size_t outstanding_count_ = 0;  // tensors pending or incoming
   std::size_t outstanding_bytes_ = 0;
-  std::size_t known_count_ = 0;  // known_.size(), published by the engine thread
+  std::size_t known_count_ = 0;  // known_.size(), published by each cycle
   bool shutdown_requested_ = false;
   bool trigger_ = false;
   std::exception_ptr stopped_;  // the error every later submission gets

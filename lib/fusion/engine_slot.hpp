@@ -30,6 +30,8 @@ class EngineSlot {
   // Settles the options the engine will be made with. Throws UsageError
   // (CHORUS_ERR_INVALID_USAGE) once the engine runs.
   void configure(const EngineOptions& options);
+  // The engine once made, else nullptr; no lock.
+  Engine* made() const { return made_.load(std::memory_order_acquire); }
   // The engine's counters; zeros before it is made.
   EngineStats stats() const;
   // Shuts the engine down, if made (Engine::shutdown).
