@@ -46,6 +46,14 @@ a one-step probe says so and only Open MPI runs.
 
   bench/compare.py --fusion --np 2 --mix resnet50 --runs 3
 
+--load KIND[:WORKERS] runs CPU load (chorus-load: spin or float32 matmul, in
+WORKERS unbound threads, default one per CPU) beside every invocation, the
+same for every configuration (bench/load_beside.py), and prints per
+configuration the load's work per second beside it as a fraction of the
+load alone:
+
+  bench/compare.py --transport-class shm --np 2 --load spin --runs 3
+
 Standard library only. Exit status: 0 when every run succeeded and every
 element checked was right, 1 on wrong results, 2 on a failed run or bad usage.
 """
@@ -215,7 +223,7 @@ FUSION_MODES = ("fused", "per_tensor", "single_buffer")
 
 
 def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
-               fallback_note, chorus_missing, mpirun_base):
+               fallback_note, chorus_missing, mpirun_base, load=None):
     """--fusion: chorus-bench fusion against mpi_allreduce_bench fusion."""
     if args.mix:
         shape = ["--mix", args.mix]
@@ -270,8 +278,9 @@ def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, 
                 print("# np=%d run %d/%d %s fusion ..." % (n, r + 1, args.runs, config),
                       file=sys.stderr, flush=True)
                 loads.append(os.getloadavg()[0])
-                rows, _, error = run_one(command(config, n), args.timeout + 30, args.verbose,
-                                         require_summary=False)
+                rows, _, error = run_beside(load, (n, config), run_one, command(config, n),
+                                            args.timeout + 30, args.verbose,
+                                            require_summary=False)
                 loads.append(os.getloadavg()[0])
                 if error:
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
@@ -324,6 +333,7 @@ def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, 
                   (" (%s)" % chorus_note if chorus_note else ""))
         print("## 1-min load average: %.1f before the first run, %.1f..%.1f around the runs "
               "(%d CPUs, %d ranks)" % (loads[0], min(loads), max(loads), os.cpu_count() or 1, n))
+        print_load(load, n, configs, report)
         sys.stdout.flush()
 
     print("\n# compare.py --fusion: %.0fs, %s" %
@@ -333,6 +343,27 @@ def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, 
         if note:
             print("# note: " + note)
     return finish(failures, report, wrong_total, args.json_out)
+
+
+def run_beside(load, key, fn, *args, **kwargs):
+    """fn(*args, **kwargs), with --load's load beside it when there is one."""
+    return load.run(key, fn, *args, **kwargs) if load else fn(*args, **kwargs)
+
+
+def print_load(load, n, configs, report):
+    """The line saying what the load got done beside each configuration."""
+    if not load:
+        return
+    cells = []
+    for c in configs:
+        f = load.fraction((n, c))
+        cells.append("%s %s" % (c, "-" if f is None else "%.2f" % f))
+    print("## load beside every run: %s; its work per second beside each configuration as a "
+          "fraction of alone (median of runs): %s" % (load.describe(), ", ".join(cells)))
+    report.setdefault("load", {"kind": load.kind, "workers": load.workers, "alone": load.alone,
+                               "fractions": {}})
+    for c in configs:
+        report["load"]["fractions"]["%d/%s" % (n, c)] = load.fractions((n, c))
 
 
 def median_or_none(values):
@@ -411,6 +442,11 @@ def main():
     ap.add_argument("--bytes-each", default="4K", help="--fusion: bytes of each tensor (-b)")
     ap.add_argument("--mix", help="--fusion: a named mix of tensor sizes instead of --tensors "
                                   "and --bytes-each (resnet50, bert-base: bench/fusion_mixes.h)")
+    ap.add_argument("--load", metavar="KIND[:WORKERS]",
+                    help="CPU load beside every run: spin or matmul, in WORKERS threads "
+                         "(default: one per CPU); see bench/load_beside.py")
+    ap.add_argument("--chorus-load", help="the chorus-load binary (default: "
+                                          "<build-dir>/bench/chorus-load)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command")
     args = ap.parse_args()
 
@@ -438,6 +474,17 @@ def main():
     except ValueError:
         print("compare.py: bad --min/--max/--iter-bytes", file=sys.stderr)
         return 2
+    load = None
+    if args.load:
+        try:
+            from load_beside import LoadBeside  # next to this script
+            load = LoadBeside(args.chorus_load or os.path.join(build, "bench", "chorus-load"),
+                              args.load)
+        except (ImportError, OSError, RuntimeError, ValueError) as e:
+            print("compare.py: --load: %s" % e, file=sys.stderr)
+            return 2
+        print("compare.py: load beside every run: " + load.describe(), file=sys.stderr,
+              flush=True)
     tclass = TRANSPORT_CLASSES[args.transport_class]
     common = ["-b", str(lo), "-e", str(hi), "-f", str(args.factor), "-n", str(args.iters),
               "-w", str(args.warmup), "--iter-bytes", args.iter_bytes, "-c", str(args.check),
@@ -466,7 +513,7 @@ def main():
             print("compare.py: " + fallback_note, file=sys.stderr, flush=True)
     if args.fusion:
         return run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
-                          fallback_note, chorus_missing, mpirun_base)
+                          fallback_note, chorus_missing, mpirun_base, load)
     chorus_extra = (["--no-limit"] if args.no_limit else []) + shlex.split(args.chorus_args)
 
     def command(config, n):
@@ -491,8 +538,9 @@ def main():
                 print("# np=%d run %d/%d %s ..." % (n, r + 1, args.runs, config), file=sys.stderr,
                       flush=True)
                 loads.append(os.getloadavg()[0])
-                rows, summary, error = run_one(command(config, n), args.timeout + 30,
-                                               args.verbose)
+                rows, summary, error = run_beside(load, (n, config), run_one,
+                                                  command(config, n), args.timeout + 30,
+                                                  args.verbose)
                 loads.append(os.getloadavg()[0])
                 if error:
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
@@ -566,6 +614,7 @@ def main():
               "(%d CPUs; the load includes the benchmark's own %d ranks: anything well above "
               "that means other work competed)" %
               (loads[0], min(loads), max(loads), os.cpu_count() or 1, n))
+        print_load(load, n, configs, report)
         sys.stdout.flush()
 
     print("\n# compare.py: %.0fs, %s" % (time.monotonic() - started,
