@@ -279,7 +279,7 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
   const auto stall_after = seconds(options_.stall_s), timeout_after = seconds(options_.timeout_s);
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     FusedTensor& t = *pending_[i];
-    const int64_t id = t.slot->known_id;  // written by this thread only
+    const int64_t id = t.slot->known_id;  // written by cycles only, as this one
     t.known_id = id >= 0 && known_.at(static_cast<uint32_t>(id)).same_shape(t.shape) ? id : -1;
     if (t.known_id >= 0) {
       vec[kFlagCount + static_cast<std::size_t>(t.known_id)] = 1;
