@@ -2,8 +2,9 @@
 // open) of one rank's fusion engine: a track per tensor with its phases
 // (submitted, negotiate, copy_in, allreduce, copy_out) and a track of the
 // engine's own cycles and collective calls (with the algorithm chosen).
-// Written by whoever runs the cycle (one at a time), as events happen; closed with "]" when
-// the engine stops (a trace cut short by a crash still opens in Perfetto).
+// Written by whoever runs the engine's cycle (one thread at a time), as
+// events happen; closed with "]" when the engine stops (a trace cut short
+// by a crash still opens in Perfetto).
 #pragma once
 
 #include <chrono>
