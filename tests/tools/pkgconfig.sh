@@ -30,8 +30,11 @@ libdir=$(pkg-config --define-variable=prefix="$dest$prefix" --variable=libdir ch
 out=$(LD_LIBRARY_PATH="$libdir" timeout 60 "$chorusrun" -np 2 "$dest/allreduce_c" 1000) ||
   fail "the C example failed: $out"
 [ "$(grep -c ': 0 wrong' <<<"$out")" = 2 ] || fail "wrong results: $out"
-# It really ran the installed library.
-LD_LIBRARY_PATH="$libdir" ldd "$dest/allreduce_c" | grep -q "$libdir/libchorus.so" || fail "not linked to the installed library"
+# It really ran the installed library. (ldd's output is read whole first: with
+# pipefail, `ldd | grep -q` fails whenever grep exits before ldd has written
+# its last line and ldd dies of SIGPIPE.)
+linked=$(LD_LIBRARY_PATH="$libdir" ldd "$dest/allreduce_c") || fail "ldd failed: $linked"
+grep -q "$libdir/libchorus.so" <<<"$linked" || fail "not linked to the installed library: $linked"
 out=$(LD_LIBRARY_PATH="$libdir" timeout 60 "$chorusrun" -np 2 "$dest/allreduce_cpp") ||
   fail "the C++ example failed: $out"
 [ "$(grep -c 'C++ API: 0 wrong' <<<"$out")" = 2 ] || fail "wrong results: $out"
