@@ -299,11 +299,13 @@ int main(int argc, char** argv) {
    * stream, or that aborts: an abort fails the calls in flight on every
    * rank) cannot tell the others which calls it finished: a peer still
    * finishing the barrier would fail it (while the others succeeded),
-   * which is not the fault under test. The dying rank gives them time. */
-  const int dies = strcmp(fault, "killed") == 0 || strcmp(fault, "exited") == 0 ||
-                   strcmp(fault, "aborted") == 0 || strcmp(fault, "malformed-frame") == 0 ||
-                   strcmp(fault, "truncated") == 0;
-  if (dies && faulty) sleep_ms(200);
+   * which is not the fault under test. The dying rank gives them time, and
+   * so does a rank about to refuse a bad argument: its refusal fails the
+   * communicator, and with it the calls in flight on every rank. */
+  const int fails_all = strcmp(fault, "killed") == 0 || strcmp(fault, "exited") == 0 ||
+                        strcmp(fault, "aborted") == 0 || strcmp(fault, "malformed-frame") == 0 ||
+                        strcmp(fault, "truncated") == 0 || strcmp(fault, "bad-argument") == 0;
+  if (fails_all && faulty) sleep_ms(200);
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);
