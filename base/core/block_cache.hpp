@@ -7,9 +7,8 @@
 // A block freed on one thread is reused only by that thread, so no lock is
 // needed; a thread keeps at most kKeptBlocks and frees the rest, and frees
 // what it kept when it exits. Under AddressSanitizer nothing is kept, so
-// that a use after free is still reported, and no thread-local list is
-// made at all (LeakSanitizer's exit-time scan of thread-local storage
-// crashed on it in a test binary that had also loaded UCX's modules).
+// that a use after free is still reported (and no thread-local list is
+// made at all).
 #pragma once
 
 #include <cstddef>
