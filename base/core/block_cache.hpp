@@ -7,8 +7,7 @@
 // A block freed on one thread is reused only by that thread, so no lock is
 // needed; a thread keeps at most kKeptBlocks and frees the rest, and frees
 // what it kept when it exits. Under AddressSanitizer nothing is kept, so
-// that a use after free is still reported (and no thread-local list is
-// made at all).
+// that a use after free is still reported.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +27,6 @@ class BlockCache {
  public:
   // A kept block, or nullptr.
   static T* take() {
-    if constexpr (kKeptBlocks == 0) return nullptr;
     auto& kept = blocks();
     if (kept.empty()) return nullptr;
     T* block = kept.back();
@@ -37,7 +35,6 @@ class BlockCache {
   }
   // Keeps `block` for this thread; false when full (the caller frees it).
   static bool keep(T* block) {
-    if constexpr (kKeptBlocks == 0) return false;
     auto& kept = blocks();
     if (kept.size() >= kKeptBlocks) return false;
     kept.push_back(block);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "base/core/error.hpp"
 
@@ -142,20 +143,6 @@ std::string describe(const Mismatch& m) {
       "rank {}",
       m.first.name, m.first.count, dtype_name(m.first.dtype), op_name(m.first.op), m.first_rank,
       m.other.count, dtype_name(m.other.dtype), op_name(m.other.op), m.other_rank);
-}
-
-std::optional<uint32_t> KnownTable::find(const std::string& name) const {
-  auto it = ids_.find(name);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::optional<uint32_t> KnownTable::add(const TensorSpec& spec) {
-  if (specs_.size() >= capacity_) return std::nullopt;
-  const auto id = static_cast<uint32_t>(specs_.size());
-  if (!ids_.emplace(spec.name, id).second) return std::nullopt;
-  specs_.push_back(spec);
-  return id;
 }
 
 }  // namespace chorus::fusion

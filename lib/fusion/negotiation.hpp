@@ -28,7 +28,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/core/dtype.hpp"
@@ -110,17 +109,21 @@ Agreement agree(std::span<const RankReport> reports);
 std::string describe(const Missing& missing);
 std::string describe(const Mismatch& mismatch);
 
-// The known tensors: names with ids (order of first reduction), the same on
+// The known tensors: specs with ids (order of first reduction), the same on
 // every rank because every rank adds the same tensors in the same order.
+// Which name has which id is the caller's to keep (the engine keeps it in
+// the name's record), so a name is added once.
 class KnownTable {
  public:
   explicit KnownTable(std::size_t capacity) : capacity_(capacity) {}
-  std::optional<uint32_t> find(const std::string& name) const;
   const TensorSpec& at(uint32_t id) const { return specs_[id]; }
   std::size_t size() const { return specs_.size(); }
-  // Adds a name not yet known while there is room and returns its id;
-  // nullopt otherwise.
-  std::optional<uint32_t> add(const TensorSpec& spec);
+  // Adds a spec while there is room and returns its id; nullopt when full.
+  std::optional<uint32_t> add(const TensorSpec& spec) {
+    if (specs_.size() >= capacity_) return std::nullopt;
+    specs_.push_back(spec);
+    return static_cast<uint32_t>(specs_.size() - 1);
+  }
   // A known name reduced with another spec (every rank agreed on it) keeps
   // its id with the new spec.
   void update(uint32_t id, const TensorSpec& spec) { specs_[id] = spec; }
@@ -128,7 +131,6 @@ class KnownTable {
  private:
   std::size_t capacity_;
   std::vector<TensorSpec> specs_;
-  std::unordered_map<std::string, uint32_t> ids_;
 };
 
 // A run of ready tensors (indices [first, last) of the ready list after

@@ -99,14 +99,14 @@ TEST_CASE("fusion agreement: one name with two specs is a mismatch naming both r
 TEST_CASE("fusion known table: ids in order of addition, bounded", "[fusion]") {
   KnownTable known(2);
   CHECK(known.add(spec("a", 1)) == 0u);
-  CHECK_FALSE(known.add(spec("a", 1)));
   CHECK(known.add(spec("b", 2)) == 1u);
   CHECK_FALSE(known.add(spec("c", 3)));  // full: c negotiates by name
   CHECK(known.size() == 2);
-  CHECK(known.find("b") == 1u);
-  CHECK_FALSE(known.find("c"));
+  CHECK(known.at(1).name == "b");
+  CHECK(known.at(1).count == 2);
   known.update(0, spec("a", 7));
   CHECK(known.at(0).count == 7);
+  CHECK(known.at(0).name == "a");
 }
 
 TEST_CASE("fusion buckets: grouped by dtype and op, at most fusion_bytes each", "[fusion]") {
