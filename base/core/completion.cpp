@@ -1,7 +1,6 @@
 #include "base/core/completion.hpp"
 
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,24 +20,6 @@ void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nan
 void futex_wake_all(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
           nullptr, 0);
-}
-
-void spin_pause(unsigned round) {
-  if (round < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else {
-    sched_yield();
-  }
-}
-
-void spin_step(const Spin& spin, unsigned& round) {
-  if (spin.yield_each)
-    sched_yield();
-  else
-    spin_pause(round);
-  ++round;
 }
 
 bool Completion::claim() {
@@ -65,13 +46,14 @@ void Completion::rethrow_if_failed() const {
   if (failed() && error_) std::rethrow_exception(error_);
 }
 
-bool Completion::wait(const Deadline& deadline, int spin_us) {
+bool Completion::wait(const Deadline& deadline, const Spin& spin) {
   if (done()) return true;
-  auto spin_end = Clock::now() + std::chrono::microseconds(spin_us);
+  WaitScope scope;
+  auto spin_end = Clock::now() + std::chrono::microseconds(spin.us);
   unsigned round = 0;
   while (Clock::now() < spin_end) {
     if (done()) return true;
-    spin_pause(round++);
+    spin_step(spin, round);
   }
   while (true) {
     uint32_t s = state_.load(std::memory_order_acquire);

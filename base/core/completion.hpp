@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "base/core/deadline.hpp"
+#include "base/core/wait_policy.hpp"
 
 namespace chorus {
 
@@ -21,9 +22,9 @@ class Completion {
   void rethrow_if_failed() const;
   std::exception_ptr error() const { return failed() ? error_ : nullptr; }
 
-  // Waits until done or the deadline passes (returns false then): spins for
-  // spin_us microseconds (pause, then yield), then sleeps on the flag.
-  bool wait(const Deadline& deadline, int spin_us);
+  // Waits until done or the deadline passes (returns false then): polls as
+  // `spin` says (wait_policy.hpp), then sleeps on the flag.
+  bool wait(const Deadline& deadline, const Spin& spin);
 
  private:
   static constexpr uint32_t kPending = 0, kBusy = 1, kDone = 2, kFailed = 3;
@@ -38,22 +39,5 @@ class Completion {
 // Sleep on a 32-bit word until it differs from expected, a wake, or timeout.
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
 void futex_wake_all(std::atomic<uint32_t>& word);
-
-// Relax the CPU in a spin loop; after many rounds, yield the core.
-void spin_pause(unsigned round);
-
-// How a waiter spins before it sleeps: for `us` microseconds, pausing and then
-// yielding (spin_pause); or, when ranks outnumber cores (yield_each), yielding
-// the core at every check, because the rank it waits for may be waiting for
-// this core (measured on 2 cores: 4 ranks over TCP 31-34 us per 8-byte
-// allreduce against 41-51 us pausing first).
-struct Spin {
-  int us = 0;
-  bool yield_each = false;
-  Spin(int us_ = 0, bool yield_each_ = false) : us(us_), yield_each(yield_each_) {}  // NOLINT
-};
-
-// One step of a spinning wait (see Spin); counts the rounds.
-void spin_step(const Spin& spin, unsigned& round);
 
 }  // namespace chorus

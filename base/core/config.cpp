@@ -149,6 +149,30 @@ std::vector<ConfigVar> build_registry() {
                [](const Config& c) {
                  return c.spin_us < 0 ? std::string("auto") : std::to_string(c.spin_us);
                }});
+  r.push_back({"CHORUS_WAIT_YIELD", "auto",
+               "Whether a polling wait yields its core at every check: always, never, or auto "
+               "(yield when this host runs more ranks than it has cores, so that a rank queued "
+               "on our core can run; never otherwise: beside a CPU-bound process a yield costs "
+               "milliseconds).",
+               [](Config& c, std::string_view v) {
+                 std::string m = ascii_lower(v);
+                 if (m != "auto" && m != "always" && m != "never")
+                   throw UsageError(fmt::format("unknown wait yield '{}' (auto, always, never)", v));
+                 c.wait_yield = m;
+               },
+               [](const Config& c) { return c.wait_yield; }});
+  r.push_back({"CHORUS_WAIT_SLICE_US", "100",
+               "Scheduler time slice (microseconds, 100 to 100000) a waiting thread asks for "
+               "while it yields, so that a CPU-bound task it yielded to gives the core back "
+               "within it (Linux 6.12 and later; restored when the wait ends). 0: leave the "
+               "thread's slice alone.",
+               [](Config& c, std::string_view v) {
+                 const int64_t n = parse_int(v);
+                 if (n != 0 && (n < 100 || n > 100'000))
+                   throw UsageError(fmt::format("{} is out of range: 0, or 100 to 100000", n));
+                 c.wait_slice_us = static_cast<int>(n);
+               },
+               [](const Config& c) { return std::to_string(c.wait_slice_us); }});
   r.push_back({"CHORUS_TRANSPORT", "auto",
                "Force a transport: auto, tcp, ucx or shm. auto: shared-memory collectives when "
                "every rank is on this host, point-to-point over UCX between hosts that both have "
@@ -336,6 +360,12 @@ int online_cores() {
 
 int resolve_spin_us(int configured) {
   return configured >= 0 ? configured : 50;
+}
+
+Spin wait_spin(const Config& config, bool oversubscribed) {
+  const bool yield_each =
+      config.wait_yield == "always" || (config.wait_yield == "auto" && oversubscribed);
+  return Spin{resolve_spin_us(config.spin_us), yield_each, config.wait_slice_us};
 }
 
 const Config& global_config() {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "base/core/dtype.hpp"
+#include "base/core/wait_policy.hpp"
 
 namespace chorus {
 
@@ -33,6 +34,8 @@ struct Config {
   double connect_timeout_s = 60;      // bootstrap and connection set-up
   std::size_t segment_bytes = 0;      // pipelining unit of ring algorithms; 0: auto (tuner)
   int spin_us = -1;                   // spin before sleeping in waits; -1: auto (resolve_spin_us)
+  std::string wait_yield = "auto";    // auto | always | never (wait_spin)
+  int wait_slice_us = 100;            // scheduler slice while a wait yields; 0: leave it
   std::string transport = "auto";     // auto | tcp | ucx | shm
   std::size_t shm_chunk_bytes = 0;    // per-rank piece of a shm round; 0: auto
   std::size_t shm_small_max = 16384;  // shm allreduce latency path up to this size
@@ -84,6 +87,10 @@ Config load_config(const EnvLookup& env);
 // peer needs (measured on 2 cores, 8 ranks over TCP, 8 B-2K: 103-132 us per
 // allreduce spinning so, against 137-195 us sleeping at once).
 int resolve_spin_us(int configured);
+// How this process's waits poll (wait_policy.hpp): CHORUS_SPIN_US, and a yield
+// at every check when CHORUS_WAIT_YIELD says so (auto: when this host runs
+// more of the job's ranks than it has cores, `oversubscribed`).
+Spin wait_spin(const Config& config, bool oversubscribed);
 // Cores this process may run on (its CPU affinity).
 int online_cores();
 

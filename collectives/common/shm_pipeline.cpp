@@ -13,8 +13,7 @@ namespace chorus {
 shm::WaitSpec shm_wait_spec(CollectiveContext& ctx) {
   shm::WaitSpec spec;
   spec.deadline = ctx.deadline;
-  spec.spin.us = ctx.shm && ctx.shm->spin_us() >= 0 ? ctx.shm->spin_us() : ctx.spin.us;
-  spec.spin.yield_each = ctx.shm && ctx.shm->oversubscribed();
+  spec.spin = ctx.shm && ctx.shm->spin() ? *ctx.shm->spin() : ctx.spin;
   spec.control = &ctx.transport;
   spec.call = &ctx.sig;
   spec.tag = ctx.tag;

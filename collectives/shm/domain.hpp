@@ -52,6 +52,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,12 +112,12 @@ class Domain {
     std::string name_prefix;  // segment_name_prefix(job token)
     std::string key_prefix;   // store namespace of this communicator
     Deadline deadline = Deadline::after(std::chrono::seconds(60));
-    // Spin of every wait here; -1: that of the call. With more ranks than
-    // cores (oversubscribed) the spin yields the core at every check, which
-    // lets the awaited rank run: measured 2-5x faster than sleeping at once
-    // for 32K-2M at 4 and 8 ranks on 2 cores, 2-3x for 8-byte calls.
-    int spin_us = -1;
-    bool oversubscribed = false;
+    // How every wait here polls (wait_policy.hpp); unset: as the call says.
+    // With more ranks than cores (oversubscribed) the spin yields the core at
+    // every check, which lets the awaited rank run: measured 2-5x faster than
+    // sleeping at once for 32K-2M at 4 and 8 ranks on 2 cores, 2-3x for
+    // 8-byte calls.
+    std::optional<Spin> spin;
     // The job rank of each domain rank, for error messages (empty: the same
     // numbers). The domain's ranks are its team's; errors name job ranks, as
     // the transports' do.
@@ -132,8 +133,7 @@ class Domain {
   int size() const { return layout_.ranks; }
   const Layout& layout() const { return layout_; }
   const std::string& segment_name() const { return segment_.name(); }
-  int spin_us() const { return options_.spin_us; }
-  bool oversubscribed() const { return options_.oversubscribed; }
+  const std::optional<Spin>& spin() const { return options_.spin; }
 
   std::byte* small_buffer(int rank, uint64_t mail_call) const;
   std::byte* staging(int rank, uint64_t round) const;

@@ -279,7 +279,7 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
       // itself instead of waking the engine's thread for it (and being woken).
       if (timeout_ms == 0)
         if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->run_due_cycle();
-      if (!r.fused->completion.wait(deadline, r.spin_us))
+      if (!r.fused->completion.wait(deadline, r.spin))
         throw chorus::IoError(
             CHORUS_ERR_TIMEOUT,
             fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
@@ -305,7 +305,7 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
     // wait leaves it to the worker, so that it returns on time and the
     // request stays valid.
     if (timeout_ms == 0 && !r.work->completion().done()) lookup(r.owner).run_queued_until(*r.work);
-    if (!r.work->completion().wait(deadline, r.spin_us))
+    if (!r.work->completion().wait(deadline, r.spin))
       throw chorus::IoError(CHORUS_ERR_TIMEOUT,
                             fmt::format("chorus_wait: {} not finished after {} ms",
                                         chorus::describe(r.work->signature()), timeout_ms));

@@ -87,7 +87,7 @@ chorus_result_t start(chorus_comm_t handle, chorus_request_t* request,
     *request = nullptr;
     on_comm(handle, [&](chorus::Communicator& comm) {
       auto work = submit(comm);
-      *request = new chorus_request{std::move(work), std::nullopt, handle, comm.config().spin_us};
+      *request = new chorus_request{std::move(work), std::nullopt, handle, comm.wait_spin()};
     });
   });
 }
@@ -104,7 +104,7 @@ chorus_result_t start_message(chorus_comm_t handle, chorus_request_t* request,
     *request = nullptr;
     on_comm(handle, [&](chorus::Communicator& comm) {
       auto message = post(comm);
-      *request = new chorus_request{nullptr, std::move(message), handle, comm.config().spin_us};
+      *request = new chorus_request{nullptr, std::move(message), handle, comm.wait_spin()};
     });
   });
 }

@@ -57,7 +57,7 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       fused->recv = recvbuf;
       comm->fusion.engine(c).submit(std::string_view(name, length), fused);
       chorus_request* handle = &fused->request;
-      *handle = chorus_request{nullptr, std::nullopt, comm, c.config().spin_us, std::move(fused)};
+      *handle = chorus_request{nullptr, std::nullopt, comm, c.wait_spin(), std::move(fused)};
       *request = handle;
     });
   });

@@ -25,7 +25,7 @@ struct chorus_request {
   chorus::WorkPtr work;
   std::optional<chorus::Message> message;
   chorus_comm_t owner;
-  int spin_us;
+  chorus::Spin spin;
   chorus::fusion::FusedPtr fused = nullptr;
 };
 

@@ -299,7 +299,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   }
   CollectiveContext ctx =
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
-                              Spin{config_.spin_us, cost_model_.oversubscribed});
+                              wait_spin());
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   try {

@@ -118,6 +118,8 @@ class Communicator {
   // The link between hosts the cost model uses, and where it comes from.
   const NetworkLink& network() const { return network_; }
   const CostModel& cost_model() const { return cost_model_; }
+  // How this communicator's waits poll (CHORUS_SPIN_US, CHORUS_WAIT_YIELD).
+  Spin wait_spin() const { return chorus::wait_spin(config_, cost_model_.oversubscribed); }
   const shm::Domain* shm_domain() const { return world_.shm; }
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }

@@ -39,8 +39,7 @@ std::unique_ptr<shm::Domain> join_host_domain(Store& store, const Config& config
   o.layout = host_shm_layout(config, here, cpus_on_host);
   // Spinning (by yielding when ranks outnumber cores, which lets the awaited
   // rank run) beats a futex wake-up on every shared-memory wait.
-  o.spin_us = resolve_spin_us(config.spin_us);
-  o.oversubscribed = here > cpus_on_host;
+  o.spin = wait_spin(config, here > cpus_on_host);
   o.name_prefix = shm::segment_name_prefix(job_token);
   o.key_prefix = key_prefix;
   o.deadline = deadline;

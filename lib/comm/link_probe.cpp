@@ -230,7 +230,7 @@ NetworkLink resolve_network(const Config& config, const topology::HostMap& hosts
     try {
       const LinkMeasurement m = measure_link_ring(
           *probe, Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(limit)),
-          Spin{resolve_spin_us(config.spin_us)}, leftovers);
+          wait_spin(config, false), leftovers);
       topology_log().debug(
           "rank {}: link probe among {} leaders: alpha {:.1f} us over {} token rounds, {:.3f} "
           "Gbit/s with a {} byte block (pilot: {:.3f} Gbit/s), {:.1f} ms",

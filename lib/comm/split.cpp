@@ -66,9 +66,9 @@ std::function<std::unique_ptr<Communicator>(const Deadline&)> Communicator::star
                                                                                         int key) {
   auto exchange = split_exchange_start(color, key);
   WorkPtr work = submit(exchange->call());
-  const int spin_us = resolve_spin_us(config_.spin_us);
-  return [this, exchange, work, color, key, spin_us](const Deadline& deadline) {
-    if (!work->completion().wait(deadline, spin_us))
+  const Spin spin = wait_spin();
+  return [this, exchange, work, color, key, spin](const Deadline& deadline) {
+    if (!work->completion().wait(deadline, spin))
       throw IoError(CHORUS_ERR_TIMEOUT,
                     fmt::format("split: {} did not finish in time", describe(work->signature())));
     work->completion().rethrow_if_failed();

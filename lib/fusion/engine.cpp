@@ -76,7 +76,6 @@ EngineOptions EngineOptions::from(const Config& config) {
   o.cache = static_cast<std::size_t>(config.fusion_cache);
   o.timeout_s = config.timeout_s;
   o.timeline = config.timeline;
-  o.spin_us = resolve_spin_us(config.spin_us);
   return o;
 }
 

@@ -106,7 +106,6 @@ struct EngineOptions {
   // float32 buckets: the dtype on the wire (float32: uncompressed); nullopt:
   // CHORUS_WIRE_DTYPE (the communicator's default).
   std::optional<DataType> wire;
-  int spin_us = 50;  // waits of the engine's own requests
   static EngineOptions from(const Config& config);
 };
 

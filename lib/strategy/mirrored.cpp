@@ -40,7 +40,7 @@ Mirrored::Mirrored(Communicator& comm, fusion::EngineSlot& fusion, MirroredOptio
     : comm_(comm),
       fusion_(fusion),
       options_(options),
-      spin_us_(resolve_spin_us(comm.config().spin_us)) {
+      spin_(comm.wait_spin()) {
   if (options.root < 0 || options.root >= comm.size())
     throw UsageError(fmt::format("mirrored: root {} is not a rank of this communicator (0..{})",
                                  options.root, comm.size() - 1));
@@ -103,7 +103,7 @@ void Mirrored::broadcast_variables(const Deadline& deadline) {
     works.push_back(comm_.submit(call));
   }
   for (std::size_t i = 0; i < works.size(); ++i) {
-    if (!works[i]->completion().wait(deadline, spin_us_))
+    if (!works[i]->completion().wait(deadline, spin_))
       throw IoError(CHORUS_ERR_TIMEOUT,
                     fmt::format("mirrored: broadcast of variable '{}' not finished by the deadline",
                                 variables_[i].name));
@@ -145,7 +145,7 @@ void Mirrored::gradient_ready(std::string_view name) {
 
 void Mirrored::wait_locked(Variable& v, const Deadline& deadline) {
   Completion& done = v.fused ? v.fused->completion : v.work->completion();
-  if (!done.wait(deadline, spin_us_))
+  if (!done.wait(deadline, spin_))
     throw IoError(CHORUS_ERR_TIMEOUT,
                   fmt::format("mirrored: reduce_gradients: the gradient of '{}' not reduced by "
                               "the deadline (the reduction goes on; call again to wait)",
@@ -243,7 +243,7 @@ void Mirrored::drain(const Deadline& deadline) noexcept {
   for (auto& v : variables_) {
     if (v.reduction != Reduction::in_flight) continue;
     Completion& done = v.fused ? v.fused->completion : v.work->completion();
-    done.wait(deadline, spin_us_);
+    done.wait(deadline, spin_);
   }
 }
 

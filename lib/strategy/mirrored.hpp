@@ -137,7 +137,7 @@ class Mirrored {
   Communicator& comm_;
   fusion::EngineSlot& fusion_;
   const MirroredOptions options_;
-  const int spin_us_;
+  const Spin spin_;
   mutable std::mutex mu_;
   std::vector<Variable> variables_;  // registration order
   std::unordered_map<std::string, std::size_t> index_;

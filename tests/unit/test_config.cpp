@@ -230,6 +230,32 @@ TEST_CASE("CHORUS_SPIN_US: auto spins only while every rank has a core", "[confi
   CHECK(resolve_spin_us(-1) == 50);
 }
 
+TEST_CASE("CHORUS_WAIT_YIELD and CHORUS_WAIT_SLICE_US: how a wait polls", "[config][wait]") {
+  using namespace chorus;
+  const Config defaults = load_config(map_env({}));
+  // auto: a yield at every check only when ranks outnumber cores.
+  CHECK_FALSE(wait_spin(defaults, false).yield_each);
+  CHECK(wait_spin(defaults, true).yield_each);
+  CHECK(wait_spin(defaults, false).us == 50);
+  CHECK(wait_spin(defaults, true).slice_us == 100);
+  const Config always = load_config(map_env({{"CHORUS_WAIT_YIELD", "Always"}}));
+  CHECK(wait_spin(always, false).yield_each);
+  const Config never = load_config(map_env({{"CHORUS_WAIT_YIELD", "never"}}));
+  CHECK_FALSE(wait_spin(never, true).yield_each);
+  const Config custom =
+      load_config(map_env({{"CHORUS_WAIT_SLICE_US", "0"}, {"CHORUS_SPIN_US", "7"}}));
+  CHECK(wait_spin(custom, true).slice_us == 0);
+  CHECK(wait_spin(custom, true).us == 7);
+  CHECK(load_config(map_env({{"CHORUS_WAIT_SLICE_US", "100000"}})).wait_slice_us == 100000);
+  for (const char* bad : {"50", "100001", "-1", "soon"}) {
+    INFO("CHORUS_WAIT_SLICE_US=" << bad);
+    CHECK_THAT(usage_error_of([&] { load_config(map_env({{"CHORUS_WAIT_SLICE_US", bad}})); }),
+               Catch::Contains("CHORUS_WAIT_SLICE_US"));
+  }
+  CHECK_THAT(usage_error_of([] { load_config(map_env({{"CHORUS_WAIT_YIELD", "sometimes"}})); }),
+             Catch::Contains("sometimes"));
+}
+
 TEST_CASE("CHORUS_WIRE_DTYPE: none, bf16, f16", "[config][wire]") {
   CHECK_FALSE(load_config(map_env({})).wire_dtype.has_value());
   CHECK_FALSE(load_config(map_env({{"CHORUS_WIRE_DTYPE", "none"}})).wire_dtype.has_value());

@@ -41,6 +41,26 @@ int cores_from_sysfs() {
   return static_cast<int>(cores.size());
 }
 
+// The memory the kernel gives its NUMA nodes (their meminfo's MemTotal),
+// what hwloc reads; 0 where sysfs has no nodes. It can be far below the RAM
+// /proc/meminfo counts (seen: 7.1 of 23.5 GiB on a VM with hot-added memory).
+uint64_t node_memory_from_sysfs() {
+  uint64_t total = 0;
+  if (!fs::exists("/sys/devices/system/node")) return 0;
+  for (const auto& e : fs::directory_iterator("/sys/devices/system/node")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("node", 0) != 0 || name.size() < 5 || !std::isdigit(name[4])) continue;
+    std::ifstream in(e.path() / "meminfo");
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find("MemTotal:");
+      if (at == std::string::npos) continue;
+      total += std::stoull(line.substr(at + 9)) * 1024;  // "Node 0 MemTotal:  7431964 kB"
+      break;
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 TEST_CASE("machine: CPU counts agree with the kernel", "[machine]") {
@@ -57,10 +77,14 @@ TEST_CASE("machine: CPU counts agree with the kernel", "[machine]") {
   CHECK(m.numa.size() == static_cast<std::size_t>(m.numa_nodes));
   uint64_t memory = 0;
   for (const auto& n : m.numa) memory += n.memory_bytes;
-  // The nodes' memory adds up to about the RAM the kernel counts (it keeps some back).
+  // The nodes' memory adds up to what the kernel gives its nodes, or where
+  // sysfs has none, to about the RAM it counts (it keeps some back).
   const uint64_t ram = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
-  CHECK(memory <= ram + ram / 20);
-  CHECK(memory >= ram / 2);
+  const uint64_t nodes = node_memory_from_sysfs();
+  INFO("RAM " << ram << " bytes, NUMA nodes' MemTotal in sysfs " << nodes << " bytes");
+  const uint64_t reference = nodes > 0 ? nodes : ram;
+  CHECK(memory <= reference + reference / 20);
+  CHECK(memory >= reference - reference / (nodes > 0 ? 20 : 2));
 }
 
 TEST_CASE("machine: caches", "[machine]") {

@@ -1,0 +1,110 @@
+#include "base/core/wait_policy.hpp"
+
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace chorus {
+namespace {
+
+// struct sched_attr of sched_setattr(2); glibc 2.36 has no wrapper.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+
+bool get_attr(SchedAttr& attr) {
+  std::memset(&attr, 0, sizeof attr);
+  return syscall(SYS_sched_getattr, 0, &attr, static_cast<unsigned>(sizeof attr), 0) == 0;
+}
+
+bool set_attr(SchedAttr attr) {
+  attr.size = sizeof attr;
+  attr.sched_flags = 0;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// A yield that kept this thread off its core this long handed the core to a
+// task that runs until its slice ends (a CPU-bound process, not a peer rank
+// that soon waits itself): from then on, for kContendedFor, waits that yield
+// ask for the short slice. Without that evidence they do not, so the three
+// system calls per wait, and the shorter turns among the job's own ranks,
+// are not paid where nothing else competes. Measured, 4 ranks on 2 cores,
+// 8-byte shared-memory allreduce: idle, 4-7 us with no short slice, 13-18 us
+// shortening at every wait, 5-6 us with this rule; beside two `yes`
+// processes, 2.0-2.5 ms with no short slice, 0.08-0.3 ms with this rule.
+constexpr auto kLongYield = std::chrono::microseconds(500);
+constexpr auto kContendedFor = std::chrono::seconds(1);
+
+// Per thread: how deep in waits it is, the slice to restore when the
+// outermost one ends (valid while `shortened`), and until when a long yield
+// says the core is contended.
+struct SliceState {
+  int depth = 0;
+  bool shortened = false;
+  SchedAttr saved{};
+  Clock::time_point contended_until{};
+};
+thread_local SliceState slice_state;
+
+void shorten_slice(SliceState& s, int slice_us) {
+  if (s.shortened || slice_us <= 0 || s.depth == 0) return;
+  SchedAttr attr;
+  if (!get_attr(attr)) return;
+  // Only ordinary threads: a real-time or idle policy was chosen on purpose.
+  if (attr.sched_policy != SCHED_NORMAL && attr.sched_policy != SCHED_BATCH) return;
+  const uint64_t want = static_cast<uint64_t>(slice_us) * 1000;
+  if (attr.sched_runtime != 0 && attr.sched_runtime <= want) return;  // already short
+  s.saved = attr;
+  attr.sched_runtime = want;
+  s.shortened = set_attr(attr);
+}
+
+}  // namespace
+
+void spin_step(const Spin& spin, unsigned& round) {
+  ++round;
+  if (!spin.yield_each) {
+    cpu_relax();
+    return;
+  }
+  SliceState& s = slice_state;
+  const auto before = Clock::now();
+  if (before < s.contended_until) shorten_slice(s, spin.slice_us);
+  sched_yield();
+  const auto after = Clock::now();
+  if (after - before > kLongYield) s.contended_until = after + kContendedFor;
+}
+
+WaitScope::WaitScope() {
+  ++slice_state.depth;
+}
+
+WaitScope::~WaitScope() {
+  SliceState& s = slice_state;
+  if (--s.depth == 0 && s.shortened) {
+    set_attr(s.saved);
+    s.shortened = false;
+  }
+}
+
+uint64_t current_sched_slice_ns() {
+  SchedAttr attr;
+  return get_attr(attr) ? attr.sched_runtime : 0;
+}
+
+}  // namespace chorus

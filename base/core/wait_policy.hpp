@@ -1,0 +1,63 @@
+// How a thread waits for its peers: the policy every wait in Chorus follows
+// (docs/architecture.md, "Waiting").
+//
+//   1. Poll with a CPU pause for Spin::us microseconds (CHORUS_SPIN_US): a
+//      peer that is running answers within them.
+//   2. Then sleep (futex, epoll) until woken or a health slice passes.
+//
+// A poll never hands its core to another task unless this host runs more of
+// the job's ranks than it has cores (Spin::yield_each, CHORUS_WAIT_YIELD):
+// then the awaited rank may be queued behind us on this core, and a yield at
+// every check lets it run. Anywhere else a yield gives the core to whatever
+// else is runnable for the rest of its time slice: beside a CPU-bound process
+// that costs milliseconds (measured on 2 cores, two `yes` processes beside a
+// 2-rank job: 8-byte shared-memory allreduce 2.0-2.6 ms yielding after 64
+// pauses, 0.3-0.6 us pausing only).
+//
+// While a wait yields, the thread asks the scheduler for a short time slice
+// (Spin::slice_us, CHORUS_WAIT_SLICE_US; Linux 6.12 and later honour it for
+// ordinary threads): a CPU-bound task it yielded to must then give the core
+// back within that slice, not its own. The thread's own slice is restored
+// when the wait ends (WaitScope), so a caller's compute is not affected.
+#pragma once
+
+#include <cstdint>
+
+namespace chorus {
+
+struct Spin {
+  int us = 0;               // poll this long before sleeping
+  bool yield_each = false;  // oversubscribed: yield the core at every check
+  int slice_us = 0;         // while yielding, ask for this scheduler slice (0: don't)
+  Spin(int us_ = 0, bool yield_each_ = false, int slice_us_ = 0)  // NOLINT
+      : us(us_), yield_each(yield_each_), slice_us(slice_us_) {}
+};
+
+// Relax the CPU for one poll round (a pause; never a yield).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// One round of a polling wait: a pause, or with Spin::yield_each a yield
+// (with the short slice, see above). Counts the rounds.
+void spin_step(const Spin& spin, unsigned& round);
+
+// Brackets one wait: restores the thread's scheduler slice on leaving the
+// outermost scope if spin_step shortened it inside. Costs nothing otherwise.
+class WaitScope {
+ public:
+  WaitScope();
+  ~WaitScope();
+  WaitScope(const WaitScope&) = delete;
+  WaitScope& operator=(const WaitScope&) = delete;
+};
+
+// The scheduler slice (ns) this thread asks for, as sched_getattr reports it
+// (0 where the kernel reports none); for tests and chorus-info.
+uint64_t current_sched_slice_ns();
+
+}  // namespace chorus
