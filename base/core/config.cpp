@@ -157,7 +157,8 @@ std::vector<ConfigVar> build_registry() {
                [](Config& c, std::string_view v) {
                  std::string m = ascii_lower(v);
                  if (m != "auto" && m != "always" && m != "never")
-                   throw UsageError(fmt::format("unknown wait yield '{}' (auto, always, never)", v));
+                   throw UsageError(
+                       fmt::format("unknown wait yield '{}' (auto, always, never)", v));
                  c.wait_yield = m;
                },
                [](const Config& c) { return c.wait_yield; }});

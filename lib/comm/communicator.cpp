@@ -298,8 +298,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
                     fmt::format("communicator was aborted earlier: {}", earlier_abort));
   }
   CollectiveContext ctx =
-      CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes,
-                              wait_spin());
+      CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes, wait_spin());
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   try {

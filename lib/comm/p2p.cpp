@@ -89,8 +89,7 @@ Message Communicator::irecv(void* buf, std::size_t count, DataType dtype, int pe
 
 void Communicator::wait(const Message& message, const Deadline& deadline, bool abort_on_timeout) {
   try {
-    wait_one(*link_->transport, message.request, deadline,
-             wait_spin(), message.sig);
+    wait_one(*link_->transport, message.request, deadline, wait_spin(), message.sig);
   } catch (const Error& e) {
     if (e.code() == CHORUS_ERR_TIMEOUT && !message.request->done() && !abort_on_timeout) throw;
     fail_p2p(std::current_exception(), message.sig);

@@ -37,10 +37,7 @@ CollectiveCall call_of(CollectiveKind kind, const void* send, void* recv, std::s
 }  // namespace
 
 Mirrored::Mirrored(Communicator& comm, fusion::EngineSlot& fusion, MirroredOptions options)
-    : comm_(comm),
-      fusion_(fusion),
-      options_(options),
-      spin_(comm.wait_spin()) {
+    : comm_(comm), fusion_(fusion), options_(options), spin_(comm.wait_spin()) {
   if (options.root < 0 || options.root >= comm.size())
     throw UsageError(fmt::format("mirrored: root {} is not a rank of this communicator (0..{})",
                                  options.root, comm.size() - 1));

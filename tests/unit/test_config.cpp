@@ -249,10 +249,14 @@ TEST_CASE("CHORUS_WAIT_YIELD and CHORUS_WAIT_SLICE_US: how a wait polls", "[conf
   CHECK(load_config(map_env({{"CHORUS_WAIT_SLICE_US", "100000"}})).wait_slice_us == 100000);
   for (const char* bad : {"50", "100001", "-1", "soon"}) {
     INFO("CHORUS_WAIT_SLICE_US=" << bad);
-    CHECK_THAT(usage_error_of([&] { load_config(map_env({{"CHORUS_WAIT_SLICE_US", bad}})); }),
+    CHECK_THAT(usage_error_of([&] {
+                 load_config(map_env({{"CHORUS_WAIT_SLICE_US", bad}}));
+               }),
                Catch::Contains("CHORUS_WAIT_SLICE_US"));
   }
-  CHECK_THAT(usage_error_of([] { load_config(map_env({{"CHORUS_WAIT_YIELD", "sometimes"}})); }),
+  CHECK_THAT(usage_error_of([] {
+               load_config(map_env({{"CHORUS_WAIT_YIELD", "sometimes"}}));
+             }),
              Catch::Contains("sometimes"));
 }
 

@@ -59,8 +59,9 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     }
     const uint64_t original = current_sched_slice_ns();
     if (original == 0) {
-      WARN("this kernel reports no scheduler slice for ordinary threads (before Linux 6.12): "
-           "the short slice cannot be observed here");
+      WARN(
+          "this kernel reports no scheduler slice for ordinary threads (before Linux 6.12): "
+          "the short slice cannot be observed here");
       return;
     }
     std::atomic<bool> stop{false};
@@ -79,9 +80,7 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
         shortened = current_sched_slice_ns() == 100'000;
       }
       // Nested waits keep it; only the outermost restores.
-      {
-        WaitScope inner;
-      }
+      { WaitScope inner; }
       if (shortened) CHECK(current_sched_slice_ns() == 100'000);
     }
     stop = true;
