@@ -9,7 +9,8 @@
   - compare.py --fusion --load (with a stand-in Chorus side, as
     test_compare_fusion.py, and the real Open MPI bench when mpirun is
     there): the "load beside" line names every configuration, and the JSON
-    report holds a fraction per run.
+    report holds a fraction per run; every run is in compare.py's session
+    (so the kernel's autogroup scheduling puts it beside the load).
 Never asserts a time or a rate beyond its being positive.
 
   test_load.py CHORUS_LOAD COMPARE_PY [MPI_ALLREDUCE_BENCH]
@@ -106,7 +107,11 @@ def test_compare(binary, compare, mpi_bench):
     with tempfile.TemporaryDirectory(prefix="chorus-load-") as tmp:
         chorusrun = os.path.join(tmp, "chorusrun")
         bench = os.path.join(tmp, "chorus-bench")
-        fakes.write_exe(chorusrun, fakes.FAKE_CHORUSRUN)
+        # The launcher stand-in notes its session first: with autogroup
+        # scheduling, a run in a session of its own would not meet the load.
+        fakes.write_exe(chorusrun, fakes.FAKE_CHORUSRUN.replace(
+            "import os, sys\n",
+            "import os, sys\nopen(os.environ['FAKE_SIDS'], 'a').write('%d\\n' % os.getsid(0))\n"))
         fakes.write_exe(bench, fakes.FAKE_CHORUS_BENCH)
         out_json = os.path.join(tmp, "load.json")
         cmd = [sys.executable, compare, "--fusion", "--chorusrun", chorusrun, "--chorus-bench",
@@ -114,7 +119,8 @@ def test_compare(binary, compare, mpi_bench):
                "1K", "--iters", "2", "--warmup", "0", "--skip-tuned", "--timeout", "120",
                "--runs", "2", "--load", "spin:1", "--chorus-load", binary, "--json-out",
                out_json]
-        env = dict(os.environ, FAKE_COUNTER=os.path.join(tmp, "counter"))
+        sids = os.path.join(tmp, "sids")
+        env = dict(os.environ, FAKE_COUNTER=os.path.join(tmp, "counter"), FAKE_SIDS=sids)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         print(proc.stdout)
         expect(proc.returncode == 0, "compare.py --load: exit 0 (got %d: %s)" %
@@ -127,6 +133,13 @@ def test_compare(binary, compare, mpi_bench):
         except (OSError, ValueError, KeyError) as e:
             fractions = {}
             expect(False, "--json-out has the load's fractions (%s)" % e)
+        try:
+            seen = [int(x) for x in open(sids).read().split()]
+        except OSError:
+            seen = []
+        expect(seen and set(seen) == {os.getsid(0)},
+               "every run shares the session of compare.py and its load (sessions %s, ours %d)"
+               % (sorted(set(seen)), os.getsid(0)))
         for config in ("chorus", "ompi"):
             got = fractions.get("2/" + config, [])
             expect(len(got) == 2 and all(v and v > 0 for v in got),
