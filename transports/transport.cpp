@@ -62,7 +62,7 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
   bool failed = false;
   Request* pending = first_pending(requests, &failed);
   if (pending && !failed) {
-    WaitScope scope;
+    WaitScope scope(spin);
     transport.spin_begin();
     // Each poll here is a system call (epoll, or UCX's progress). It yields
     // the core only where the wait policy says (wait_policy.hpp): beside

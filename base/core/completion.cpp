@@ -48,7 +48,7 @@ void Completion::rethrow_if_failed() const {
 
 bool Completion::wait(const Deadline& deadline, const Spin& spin) {
   if (done()) return true;
-  WaitScope scope;
+  WaitScope scope(spin);
   auto spin_end = Clock::now() + std::chrono::microseconds(spin.us);
   unsigned round = 0;
   while (Clock::now() < spin_end) {

@@ -90,11 +90,11 @@ void spin_step(const Spin& spin, unsigned& round) {
   if (after - before > kLongYield) s.contended_until = after + kContendedFor;
 }
 
-WaitScope::WaitScope() {
+void WaitScope::enter() {
   ++slice_state.depth;
 }
 
-WaitScope::~WaitScope() {
+void WaitScope::leave() {
   SliceState& s = slice_state;
   if (--s.depth == 0 && s.shortened) {
     set_attr(s.saved);

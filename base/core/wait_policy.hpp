@@ -46,14 +46,28 @@ inline void cpu_relax() {
 // (with the short slice, see above). Counts the rounds.
 void spin_step(const Spin& spin, unsigned& round);
 
-// Brackets one wait: restores the thread's scheduler slice on leaving the
-// outermost scope if spin_step shortened it inside. Costs nothing otherwise.
+// Brackets one wait that polls as `spin` says: restores the thread's
+// scheduler slice on leaving the outermost scope if spin_step shortened it
+// inside. Only a yielding spin can shorten it; for any other the scope is one
+// inline test. (Entering the scope on every wait, a thread-local counter, cost
+// the 2-rank shared-memory allreduce 1.6-1.8x at 512 KiB-8 MiB on idle cores,
+// through the code it added to every wait of the pipeline; measured, not
+// understood.)
 class WaitScope {
  public:
-  WaitScope();
-  ~WaitScope();
+  explicit WaitScope(const Spin& spin) : active_(spin.yield_each && spin.slice_us > 0) {
+    if (active_) enter();
+  }
+  ~WaitScope() {
+    if (active_) leave();
+  }
   WaitScope(const WaitScope&) = delete;
   WaitScope& operator=(const WaitScope&) = delete;
+
+ private:
+  static void enter();
+  static void leave();
+  const bool active_;
 };
 
 // The scheduler slice (ns) this thread asks for, as sched_getattr reports it

@@ -318,7 +318,7 @@ template <typename Ready, typename WatchFn, typename TimedOut>
 void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
                         TimedOut&& timed_out) {
   if (ready()) return;
-  WaitScope scope;
+  WaitScope scope(spec.spin);
   if (spec.spin.us > 0) {
     // The clock starts at the first time check: most waits end before it,
     // and a clock read is a good part of a latency-path call.

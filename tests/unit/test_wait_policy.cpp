@@ -36,9 +36,10 @@ int current_cpu_allowed() {
 TEST_CASE("wait policy: a pausing spin never touches the scheduler", "[wait]") {
   const uint64_t before = current_sched_slice_ns();
   {
-    WaitScope scope;
+    const Spin spin{50, false, 100};
+    WaitScope scope(spin);
     unsigned round = 0;
-    for (int i = 0; i < 1000; ++i) spin_step(Spin{50, false, 100}, round);
+    for (int i = 0; i < 1000; ++i) spin_step(spin, round);
     CHECK(round == 1000);
     CHECK(current_sched_slice_ns() == before);
   }
@@ -72,15 +73,16 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     });
     bool shortened = false;
     {
-      WaitScope scope;
+      const Spin spin{50, true, 100};
+      WaitScope scope(spin);
       unsigned round = 0;
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (!shortened && std::chrono::steady_clock::now() < give_up) {
-        spin_step(Spin{50, true, 100}, round);
+        spin_step(spin, round);
         shortened = current_sched_slice_ns() == 100'000;
       }
       // Nested waits keep it; only the outermost restores.
-      { WaitScope inner; }
+      { WaitScope inner(spin); }
       if (shortened) CHECK(current_sched_slice_ns() == 100'000);
     }
     stop = true;
