@@ -40,14 +40,17 @@ using Clock = std::chrono::steady_clock;
 
 // A yield that kept this thread off its core this long handed the core to a
 // task that runs until its slice ends (a CPU-bound process, not a peer rank
-// that soon waits itself): from then on, for kContendedFor, waits that yield
-// ask for the short slice. Without that evidence they do not, so the three
-// system calls per wait, and the shorter turns among the job's own ranks,
-// are not paid where nothing else competes. Measured, 4 ranks on 2 cores,
-// 8-byte shared-memory allreduce: idle, 4-7 us with no short slice, 13-18 us
-// shortening at every wait, 5-6 us with this rule; beside two `yes`
-// processes, 2.0-2.5 ms with no short slice, 0.08-0.3 ms with this rule.
-constexpr auto kLongYield = std::chrono::microseconds(500);
+// that soon waits itself; here a yield to a `yes` process cost 1.3 ms on
+// average): from then on, for kContendedFor, waits that yield ask for the
+// short slice. Without that evidence they do not, so the three system calls
+// per wait, and the shorter turns among the job's own ranks, are not paid
+// where nothing else competes. Measured, 4 ranks on 2 cores, 8-byte
+// shared-memory allreduce: idle, 4-6 us with no short slice, 13-18 us
+// shortening at every wait, 4-5 us with this rule (with now and then a run
+// at 17-20 us); beside two spinning threads, 1.6-2.4 ms with no short slice,
+// 0.24-0.28 ms with this rule at 1 ms (0.3-2.0 ms at 500 us, 0.24-0.83 ms at
+// 2 ms).
+constexpr auto kLongYield = std::chrono::milliseconds(1);
 constexpr auto kContendedFor = std::chrono::seconds(1);
 
 // Per thread: how deep in waits it is, the slice to restore when the
