@@ -60,4 +60,16 @@ static inline int bench_warmup_for(uint64_t size, uint64_t iter_bytes, int max_w
   return bench_iters_for(size, iter_bytes / 4, max_warmup);
 }
 
+static inline int bench_cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorts v). */
+static inline double bench_median_sorting(double* v, int n) {
+  if (n <= 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 #endif /* CHORUS_BENCH_COMMON_H */

@@ -288,10 +288,12 @@ chorus_result_t sync_ranks(const Ctx& c, int64_t timeout_ms = -1) {
 
 }  // namespace
 
-int fusion_main(int argc, char** argv);  // fusion_bench.cpp
+int fusion_main(int argc, char** argv);   // fusion_bench.cpp
+int overlap_main(int argc, char** argv);  // overlap_bench.cpp
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "fusion") return fusion_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "overlap") return overlap_main(argc - 1, argv + 1);
   Options o;
   CLI::App app{
       "chorus-bench: nccl-tests style benchmark of Chorus collectives (run under chorusrun)."};

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "matmul_kernel.h"
+
 namespace {
 
 std::atomic<bool> stop_requested{false};
@@ -44,18 +46,6 @@ uint64_t spin_chunk(uint64_t seed) {
   return x;
 }
 
-// C += A * B, row-major, i-k-j order so that the inner loop vectorises.
-void multiply(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c,
-              std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < n; ++k) {
-      const float aik = a[i * n + k];
-      const float* brow = &b[k * n];
-      float* crow = &c[i * n];
-      for (std::size_t j = 0; j < n; ++j) crow[j] += aik * brow[j];
-    }
-}
-
 struct Worker {
   std::atomic<uint64_t> units{0};  // spin chunks or matrix products done
 };
@@ -75,7 +65,7 @@ void run_worker(const std::string& kind, std::size_t size, Worker& w, uint64_t s
     b[i] = float(i % 5) * 0.125f;
   }
   while (!stop_requested.load(std::memory_order_relaxed)) {
-    multiply(a, b, c, size);
+    bench_matmul(a.data(), b.data(), c.data(), size);
     // Keeps C bounded (and the work real) from product to product.
     c[seed % c.size()] *= 0.5f;
     w.units.fetch_add(1, std::memory_order_relaxed);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_stats.hpp"
 #include "fusion_mixes.h"
 
 namespace {
@@ -86,18 +87,6 @@ uint64_t count_wrong(const Step& s, Mode mode) {
       wrong += got != want;
     }
   return wrong;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-double max_over_ranks(chorus_comm_t comm, double value) {
-  double out = value;
-  chorus_allreduce(comm, &value, &out, 1, CHORUS_FLOAT64, CHORUS_MAX, 0);
-  return out;
 }
 
 }  // namespace
@@ -238,7 +227,7 @@ int fusion_main(int argc, char** argv) {
       break;
     }
     total_wrong += wrong;
-    const double step_us = max_over_ranks(s.comm, median(times[m]));
+    const double step_us = bench_max_over_ranks(s.comm, bench_median(times[m]));
     const double n = s.nranks;
     const double busbw = step_bytes / step_us / 1e3 * 2 * (n - 1) / n;
     if (s.rank != 0) continue;

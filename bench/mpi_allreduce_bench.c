@@ -23,6 +23,8 @@
 #include "bench_common.h"
 #include "fusion_mixes.h"
 
+int mpi_overlap_main(int argc, char** argv, int rank, int nranks); /* mpi_overlap.c */
+
 typedef struct {
   const char* name;
   MPI_Datatype type;
@@ -42,7 +44,8 @@ static void usage(void) {
           "         [--iter-bytes B] [-c 0|1] [-d float32|float64|int32|int64] "
           "[-o sum|prod|min|max]\n"
           "         [-i|--inplace 0|1] [-J|--json]\n"
-          "       mpi_allreduce_bench fusion --help   (the tensor-fusion benchmark)\n");
+          "       mpi_allreduce_bench fusion --help   (the tensor-fusion benchmark)\n"
+          "       mpi_allreduce_bench overlap --help  (allreduce behind computation)\n");
 }
 
 static uint64_t g_period;
@@ -142,17 +145,6 @@ static void fusion_usage(void) {
   for (k = 0; k < CHORUS_BENCH_MIX_COUNT; ++k)
     fprintf(stderr, " %s (%zu tensors)", chorus_bench_mixes[k].name, chorus_bench_mixes[k].count);
   fprintf(stderr, "\n");
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-/* The median of v[0..n) (sorts v). */
-static double median_of(double* v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct {
@@ -361,7 +353,7 @@ static int fusion_main(int argc, char** argv, int rank, int nranks) {
       sum += times[i];
     }
     stats[1] = sum / iters;
-    stats[0] = median_of(times, iters); /* sorts: times[0] is the minimum */
+    stats[0] = bench_median_sorting(times, iters); /* sorts: times[0] is the minimum */
     stats[2] = times[0];
     MPI_Allreduce(MPI_IN_PLACE, stats, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
@@ -453,6 +445,11 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (argc > 1 && !strcmp(argv[1], "fusion")) {
     int rc = fusion_main(argc - 1, argv + 1, rank, nranks);
+    MPI_Finalize();
+    return rc;
+  }
+  if (argc > 1 && !strcmp(argv[1], "overlap")) {
+    int rc = mpi_overlap_main(argc - 1, argv + 1, rank, nranks);
     MPI_Finalize();
     return rc;
   }

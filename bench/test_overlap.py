@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""bench-overlap: chorus-bench overlap (under chorusrun) and, where mpirun is
+on PATH, mpi_allreduce_bench overlap, each briefly at two sizes.
+
+Asserts exit status 0, one JSON row per size with the fields of
+docs/benchmarks.md ("Overlap with computation"), zero wrong elements (every
+step's result is checked by the benchmark), positive times, serial_us =
+comm_us + compute_us and ideal_us = max(comm_us, compute_us), the overlap
+figure derived from them, and a summary row. Never asserts a time.
+
+  test_overlap.py CHORUSRUN CHORUS_BENCH [MPI_ALLREDUCE_BENCH]
+"""
+import json
+import shutil
+import subprocess
+import sys
+
+FIELDS = ("impl", "benchmark", "kind", "np", "size", "products", "comm_us", "compute_us", "step_us",
+          "serial_us", "ideal_us", "overlap", "compute_stretch", "wrong")
+ARGS = ["overlap", "-b", "64K", "-e", "256K", "-f", "4", "-n", "3", "-w", "1", "--size", "32",
+        "-J"]
+
+failures = []
+
+
+def expect(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAILED: " + what, file=sys.stderr)
+
+
+def check(cmd, impl, kind):
+    print("+ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(proc.stdout)
+    expect(proc.returncode == 0, "%s: exit 0 (got %d: %s)" % (impl, proc.returncode,
+                                                             proc.stderr[-800:]))
+    rows, summary = [], None
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            obj = json.loads(line)
+            if obj.get("summary"):
+                summary = obj
+            else:
+                rows.append(obj)
+    expect([r.get("size") for r in rows] == [65536, 262144],
+           "%s: rows at 64K and 256K (got %s)" % (impl, [r.get("size") for r in rows]))
+    expect(summary is not None and summary.get("wrong") == 0, "%s: a summary, nothing wrong"
+           % impl)
+    for r in rows:
+        missing = [f for f in FIELDS if f not in r]
+        expect(not missing, "%s: row has every field (missing %s)" % (impl, missing))
+        if missing:
+            continue
+        expect(r["impl"] == impl and r["benchmark"] == "overlap" and r["np"] == 2 and
+               r["kind"] == kind,
+               "%s: impl, benchmark, np (%s)" % (impl, r))
+        expect(r["wrong"] == 0, "%s: no wrong element at %d" % (impl, r["size"]))
+        expect(all(r[f] > 0 for f in ("comm_us", "compute_us", "step_us", "products",
+                                      "compute_stretch")), "%s: positive times %s" % (impl, r))
+        expect(abs(r["serial_us"] - (r["comm_us"] + r["compute_us"])) < 0.01,
+               "%s: serial = comm + compute (%s)" % (impl, r))
+        expect(abs(r["ideal_us"] - max(r["comm_us"], r["compute_us"])) < 0.01,
+               "%s: ideal = max(comm, compute) (%s)" % (impl, r))
+        saving = r["serial_us"] - r["ideal_us"]
+        if saving > 0:
+            want = (r["serial_us"] - r["step_us"]) / saving
+            expect(abs(r["overlap"] - want) < 1e-3, "%s: overlap = (serial - step) / (serial - "
+                   "ideal) (%s)" % (impl, r))
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        print(__doc__, file=sys.stderr)
+        return 2
+    chorusrun, bench = sys.argv[1], sys.argv[2]
+    for kind in ("matmul", "sleep"):
+        check([chorusrun, "-np", "2", "--timeout", "200", bench] + ARGS + ["-k", kind], "chorus",
+              kind)
+        if len(sys.argv) == 4 and shutil.which("mpirun"):
+            check(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "btl",
+                   "self,vader", sys.argv[3]] + ARGS + ["-k", kind], "ompi", kind)
+    if len(sys.argv) != 4 or not shutil.which("mpirun"):
+        print("mpi_allreduce_bench overlap: skipped (no mpirun or no Open MPI bench)")
+    print("test_overlap: %s" % ("OK" if not failures else "%d failure(s)" % len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
