@@ -60,10 +60,7 @@ void run_worker(const std::string& kind, std::size_t size, Worker& w, uint64_t s
     return;
   }
   std::vector<float> a(size * size), b(size * size), c(size * size, 0.0f);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    a[i] = float(i % 7) * 0.25f;
-    b[i] = float(i % 5) * 0.125f;
-  }
+  bench_matmul_fill(a.data(), b.data(), size);
   while (!stop_requested.load(std::memory_order_relaxed)) {
     bench_matmul(a.data(), b.data(), c.data(), size);
     // Keeps C bounded (and the work real) from product to product.

@@ -17,4 +17,12 @@ static inline void bench_matmul(const float* a, const float* b, float* c, size_t
     }
 }
 
+/* The inputs every user of the kernel multiplies: small exact values. */
+static inline void bench_matmul_fill(float* a, float* b, size_t n) {
+  for (size_t i = 0; i < n * n; ++i) {
+    a[i] = (float)(i % 7) * 0.25f;
+    b[i] = (float)(i % 5) * 0.125f;
+  }
+}
+
 #endif /* CHORUS_BENCH_MATMUL_KERNEL_H */

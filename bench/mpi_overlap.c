@@ -98,10 +98,7 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
   k.b = malloc(k.side * k.side * sizeof(float));
   k.c = calloc(k.side * k.side, sizeof(float));
   if (!k.a || !k.b || !k.c) return 2;
-  for (i = 0; i < side * side; ++i) {
-    k.a[i] = (float)(i % 7) * 0.25f;
-    k.b[i] = (float)(i % 5) * 0.125f;
-  }
+  bench_matmul_fill(k.a, k.b, k.side);
   per_product = 1; /* sleep: a "product" is a microsecond */
   if (!k.sleep) {
     compute_run(&k, 3);

@@ -49,10 +49,7 @@ struct Compute {
   std::size_t side;
   std::vector<float> a, b, c;
   explicit Compute(std::size_t n) : side(n), a(n * n), b(n * n), c(n * n, 0.0f) {
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      a[i] = float(i % 7) * 0.25f;
-      b[i] = float(i % 5) * 0.125f;
-    }
+    bench_matmul_fill(a.data(), b.data(), n);
   }
   bool sleep = false;  // -k sleep: products are microseconds asleep
   void run(long products) {
