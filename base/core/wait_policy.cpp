@@ -47,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 // where nothing else competes. Measured, 4 ranks on 2 cores, 8-byte
 // shared-memory allreduce: idle, 4-6 us with no short slice, 13-18 us
 // shortening at every wait, 4-5 us with this rule (with now and then a run
-// at 17-20 us); beside two spinning threads, 1.6-2.4 ms with no short slice,
+// at 17-20 us); beside two spinning threads, 1.0-2.5 ms with no short slice,
 // 0.24-0.28 ms with this rule at 1 ms (0.3-2.0 ms at 500 us, 0.24-0.83 ms at
 // 2 ms).
 constexpr auto kLongYield = std::chrono::milliseconds(1);

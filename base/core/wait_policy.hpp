@@ -71,7 +71,7 @@ class WaitScope {
 };
 
 // The scheduler slice (ns) this thread asks for, as sched_getattr reports it
-// (0 where the kernel reports none); for tests and chorus-info.
+// (0 where the kernel reports none); for tests.
 uint64_t current_sched_slice_ns();
 
 }  // namespace chorus
