@@ -48,12 +48,23 @@ void Completion::rethrow_if_failed() const {
 
 bool Completion::wait(const Deadline& deadline, const Spin& spin) {
   if (done()) return true;
-  WaitScope scope(spin);
+  // What completes the flag is another thread of this process (the
+  // communicator's worker, the fusion engine's thread), and with the rank
+  // bound to one CPU it is queued on this very core: after a few pauses the
+  // spin yields at every check, whatever the wait policy says for peers.
+  // Measured, 2 bound ranks, 1000 fused 4 KiB tensors per step over shared
+  // memory, 4 interleaved runs each: step medians 1674 us so, 2354 us
+  // pausing only, 1693 us before the wait policy (runs of one kind spread
+  // over 0.7-3.3 ms with the machine's moods).
+  constexpr unsigned kPauses = 64;
+  Spin yielding = spin;
+  yielding.yield_each = true;
+  WaitScope scope(yielding);
   auto spin_end = Clock::now() + std::chrono::microseconds(spin.us);
   unsigned round = 0;
   while (Clock::now() < spin_end) {
     if (done()) return true;
-    spin_step(spin, round);
+    spin_step(round < kPauses ? spin : yielding, round);
   }
   while (true) {
     uint32_t s = state_.load(std::memory_order_acquire);
