@@ -155,13 +155,27 @@ std::vector<ConfigVar> build_registry() {
                "on our core can run; never otherwise: beside a CPU-bound process a yield costs "
                "milliseconds).",
                [](Config& c, std::string_view v) {
-                 std::string m = ascii_lower(v);
-                 if (m != "auto" && m != "always" && m != "never")
+                 const std::string m = ascii_lower(v);
+                 if (m == "auto")
+                   c.wait_yield = Config::WaitYield::automatic;
+                 else if (m == "always")
+                   c.wait_yield = Config::WaitYield::always;
+                 else if (m == "never")
+                   c.wait_yield = Config::WaitYield::never;
+                 else
                    throw UsageError(
                        fmt::format("unknown wait yield '{}' (auto, always, never)", v));
-                 c.wait_yield = m;
                },
-               [](const Config& c) { return c.wait_yield; }});
+               [](const Config& c) {
+                 switch (c.wait_yield) {
+                   case Config::WaitYield::always:
+                     return std::string("always");
+                   case Config::WaitYield::never:
+                     return std::string("never");
+                   default:
+                     return std::string("auto");
+                 }
+               }});
   r.push_back({"CHORUS_WAIT_SLICE_US", "100",
                "Scheduler time slice (microseconds, 100 to 100000) a waiting thread asks for "
                "while it yields, so that a CPU-bound task it yielded to gives the core back "
@@ -364,8 +378,8 @@ int resolve_spin_us(int configured) {
 }
 
 Spin wait_spin(const Config& config, bool oversubscribed) {
-  const bool yield_each =
-      config.wait_yield == "always" || (config.wait_yield == "auto" && oversubscribed);
+  const bool yield_each = config.wait_yield == Config::WaitYield::always ||
+                          (config.wait_yield == Config::WaitYield::automatic && oversubscribed);
   return Spin{resolve_spin_us(config.spin_us), yield_each, config.wait_slice_us};
 }
 

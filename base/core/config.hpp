@@ -28,13 +28,14 @@ struct Config {
   std::string host_id;  // overrides the detected host identity (tests, containers)
 
   std::string log_level = "warn";
-  double timeout_s = 300;             // default deadline of every blocking call
-  double net_alpha_us = 30;           // cost model: a message step between hosts
-  double net_gbps = 10;               // cost model: a host's link, Gbit/s
-  double connect_timeout_s = 60;      // bootstrap and connection set-up
-  std::size_t segment_bytes = 0;      // pipelining unit of ring algorithms; 0: auto (tuner)
-  int spin_us = -1;                   // spin before sleeping in waits; -1: auto (resolve_spin_us)
-  std::string wait_yield = "auto";    // auto | always | never (wait_spin)
+  double timeout_s = 300;         // default deadline of every blocking call
+  double net_alpha_us = 30;       // cost model: a message step between hosts
+  double net_gbps = 10;           // cost model: a host's link, Gbit/s
+  double connect_timeout_s = 60;  // bootstrap and connection set-up
+  std::size_t segment_bytes = 0;  // pipelining unit of ring algorithms; 0: auto (tuner)
+  int spin_us = -1;               // spin before sleeping in waits; -1: auto (resolve_spin_us)
+  // CHORUS_WAIT_YIELD, parsed once: wait_spin runs on every call's path.
+  enum class WaitYield { automatic, always, never } wait_yield = WaitYield::automatic;
   int wait_slice_us = 100;            // scheduler slice while a wait yields; 0: leave it
   std::string transport = "auto";     // auto | tcp | ucx | shm
   std::size_t shm_chunk_bytes = 0;    // per-rank piece of a shm round; 0: auto
