@@ -97,7 +97,8 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
   k.a = malloc(k.side * k.side * sizeof(float));
   k.b = malloc(k.side * k.side * sizeof(float));
   k.c = calloc(k.side * k.side, sizeof(float));
-  if (!k.a || !k.b || !k.c) return 2;
+  /* Out of memory on one rank: abort the job, not leave the others waiting. */
+  if (!k.a || !k.b || !k.c) MPI_Abort(MPI_COMM_WORLD, 2);
   bench_matmul_fill(k.a, k.b, k.side);
   per_product = 1; /* sleep: a "product" is a microsecond */
   if (!k.sleep) {
@@ -122,7 +123,8 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     double comm_us, alone_us, step_us, inside_us, serial, ideal, overlap, stretch, target;
     long products;
     uint64_t wrong = 0, all_wrong = 0;
-    if (!send || !recv || !comm_t || !compute_t_ || !step_t || !inside_t) return 2;
+    if (!send || !recv || !comm_t || !compute_t_ || !step_t || !inside_t)
+      MPI_Abort(MPI_COMM_WORLD, 2);
     for (e = 0; e < count; ++e) send[e] = (float)(rank + 1);
     for (r = 0; r < warmup + iters; ++r) { /* comm alone */
       double t0;
