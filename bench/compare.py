@@ -54,22 +54,37 @@ load alone:
 
   bench/compare.py --transport-class shm --np 2 --load spin --runs 3
 
-Standard library only. Exit status: 0 when every run succeeded and every
+--gloo adds PyTorch's gloo allreduce to the sweep (and to --load's runs):
+
+  gloo        chorusrun -np N --bind-to none python3 gloo_allreduce_bench.py ...
+              (torch.distributed.all_reduce over ProcessGroupGloo, loopback
+              TCP in either class, ranks unbound as torchrun leaves them,
+              OMP_NUM_THREADS=1 as torchrun sets it; in place, called from
+              Python, so each op includes a few microseconds of Python)
+
+with its own busbw and time columns and Chorus's busbw over Gloo's (vs gloo).
+
+  bench/compare.py --transport-class tcp --np 2 --load spin --gloo --runs 3
+
+Standard library only (the Gloo side needs torch). Exit status: 0 when every run succeeded and every
 element checked was right, 1 on wrong results, 2 on a failed run or bad usage.
 """
 import argparse
-import json
+import itertools
 import math
 import os
-import re
 import shlex
 import signal
-import statistics
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_util import (CONFIGS, TUNED_ENV, default_build_dir, finish, fmt_bytes,  # noqa: E402
+                          fmt_us, median_or_none, parse_bytes, print_load, run_beside, run_one)
 
 # Transport classes: how each side is told to use the same kind of link.
 # A class maps to Chorus's -t and to Open MPI's PML/BTL selection.
@@ -90,84 +105,6 @@ TRANSPORT_CLASSES = {
         "mpi_args": ["--mca", "pml", "ob1", "--mca", "btl", "vader,self"],
     },
 }
-
-TUNED_ENV = "GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"
-CONFIGS = ("chorus", "ompi", "ompi-tuned")
-
-
-def parse_bytes(text):
-    """'8', '64K', '256M', '1G', '1GiB': binary multiples, as chorus-bench."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)(I?B)?", text.strip().upper())
-    if not m:
-        raise ValueError(text)
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]
-
-
-def default_build_dir():
-    # The copy meson places in <build>/bench/ finds its own build directory.
-    if os.path.exists(os.path.join(HERE, "chorus-bench")):
-        return os.path.dirname(HERE)
-    return os.path.join(os.path.dirname(HERE), "build-release")
-
-
-def fmt_bytes(n):
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return "%d%s" % (n >> shift, unit)
-    return str(n)
-
-
-def fmt_us(t):
-    """Microseconds: two decimals below 10 us (latencies of a few tenths), else one."""
-    if t is None:
-        return "-"
-    return "%.2f" % t if t < 10 else "%.1f" % t
-
-
-def run_one(cmd, timeout, verbose, env=None, require_summary=True):
-    """Runs cmd in its own process group; returns (rows, summary, error).
-    require_summary=False: a run that exits 0 or 1 with rows but no summary
-    line is not an error (the fusion contract makes the summary optional)."""
-    if verbose:
-        print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
-    start = time.monotonic()
-    # A process group of its own (killpg on timeout), but not a session of its
-    # own: with the kernel's autogroup scheduling a new session is a new
-    # scheduling group, which would shield the run from a --load running in
-    # this one (measured: 8-byte shm allreduce under two spinning processes,
-    # 0.6 us in a session of its own against 2 ms beside them; a framework's
-    # compute threads share the collective's process, and so its group).
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            process_group=0, env=env)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return None, None, "timed out after %ds" % timeout
-    rows, summary = [], None
-    for line in out.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if obj.get("summary"):
-            summary = obj
-        else:
-            rows.append(obj)
-    if verbose:
-        print("  (%.1fs, exit %d)" % (time.monotonic() - start, proc.returncode), file=sys.stderr,
-              flush=True)
-    if proc.returncode not in (0, 1) or (summary is None and (require_summary or not rows)):
-        tail = "\n".join((err or out).strip().splitlines()[-15:])
-        return rows, summary, "exit status %d\n%s" % (proc.returncode, tail)
-    return rows, summary, None
 
 
 def probe_chorus_transport(chorusrun, chorus_bench, transport, n, timeout, verbose):
@@ -199,198 +136,84 @@ def probe_chorus_transport(chorusrun, chorus_bench, transport, n, timeout, verbo
     return "; ".join((cause or lines)[-2:]) or "exit status %d" % proc.returncode
 
 
-def condense(text, keep=2):
-    """The last `keep` distinct non-empty lines of text (every rank says the
-    same thing: once is enough), the lines naming a cause first, joined."""
-    lines = []
-    for x in (text or "").strip().splitlines():
-        if x.strip() and x not in lines and not x.startswith("---"):
-            lines.append(x.strip())
-    cause = [x for x in lines if "error" in x.lower() or "unknown" in x.lower()
-             or "not " in x.lower() or "invalid" in x.lower()]
-    return "; ".join((cause or lines)[-keep:])
+def probe_gloo(python, gloo_bench):
+    """torch's version when `python` has torch.distributed with gloo and
+    gloo_bench exists; else None, after saying why."""
+    if not os.path.exists(gloo_bench):
+        print("compare.py: --gloo: %s not found" % gloo_bench, file=sys.stderr)
+        return None
+    code = ("import torch, torch.distributed as d; "
+            "assert d.is_available() and d.is_gloo_available(), 'no gloo'; print(torch.__version__)")
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=False)
+    if proc.returncode != 0:
+        print("compare.py: --gloo: %s has no torch with gloo (%s)" %
+              (python, (proc.stderr.strip().splitlines() or ["?"])[-1]), file=sys.stderr)
+        return None
+    return proc.stdout.strip()
 
 
-def probe_chorus_fusion(chorusrun, chorus_bench, transport, n, timeout, verbose):
-    """Runs one tiny checked fusion step through chorus-bench; returns None
-    when it printed fusion rows (objects with "mode"), else why not."""
-    cmd = [chorusrun, "-np", str(n), "--timeout", str(timeout), chorus_bench, "fusion",
-           "-t", transport, "-N", "2", "-b", "64", "-n", "1", "-w", "0", "-c", "1", "--json"]
-    rows, _, error = run_one(cmd, timeout + 30, verbose, require_summary=False)
-    if error:
-        first, _, rest = error.partition("\n")
-        return condense(rest) or first
-    if not any("mode" in r and "step_us" in r for r in rows):
-        return "it printed no fusion rows (JSON objects with \"mode\" and \"step_us\")"
-    return None
+def print_sweep(args, n, configs, med, sizes, tclass, chorus_transport, fallback_note):
+    """The table of one rank count: busbw per configuration, Chorus's ratio to
+    the better Open MPI (and to Gloo when it ran), times, latency, means."""
+    ompis = [k for k in configs if k.startswith("ompi")]
+    gloo = "gloo" in configs
+    # chorus-bench's %limit (busbw / single-thread memcpy at the size), when it has one.
+    show_limit = any(med["chorus"][s]["pct_limit"] is not None for s in sizes)
+    print()
+    print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s%s; Open MPI %s%s)" %
+          (args.dtype, n, args.transport_class, chorus_transport,
+           " FALLBACK, -t %s rejected" % tclass["chorus_transport"] if fallback_note else "",
+           " ".join(tclass["mpi_args"]),
+           "; Gloo: torch %s over loopback TCP, unbound" % args.gloo_version if gloo else ""))
+    print("## busbw = algbw * 2(n-1)/n, GB/s; medians of %d runs; ratio = chorus / max(ompi)"
+          % args.runs + ("; vs gloo = chorus / gloo" if gloo else "") +
+          ("; %limit = chorus busbw / single-thread memcpy GB/s at the size" if show_limit else ""))
+    head = ["size", "chorus"] + ompis + (["gloo"] if gloo else []) + ["ratio"] + \
+        (["vs gloo"] if gloo else []) + ["chorus", "ompi(best)"] + (["gloo"] if gloo else [])
+    unit = ["(B)"] + ["busbw"] * (len(ompis) + 1 + gloo) + [""] * (1 + gloo) + \
+        ["time(us)"] * (2 + gloo)
+    if show_limit:
+        head.append("chorus")
+        unit.append("%limit")
+    fmt = "%10s " + " ".join(["%11s"] * (len(head) - 1))
+    print(fmt % tuple(head))
+    print(fmt % tuple(unit))
 
+    def f(v, spec="%.3f"):
+        return "-" if v is None else spec % v
 
-FUSION_MODES = ("fused", "per_tensor", "single_buffer")
-
-
-def run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
-               fallback_note, chorus_missing, mpirun_base, load=None):
-    """--fusion: chorus-bench fusion against mpi_allreduce_bench fusion."""
-    if args.mix:
-        shape = ["--mix", args.mix]
-        what = "mix %s" % args.mix
-    else:
-        try:
-            each = parse_bytes(args.bytes_each)
-        except ValueError:
-            print("compare.py: bad --bytes-each", file=sys.stderr)
-            return 2
-        if args.tensors < 1 or each < 4:
-            print("compare.py: --tensors must be >= 1 and --bytes-each >= 4", file=sys.stderr)
-            return 2
-        shape = ["-N", str(args.tensors), "-b", str(each)]
-        what = "%d tensors of %s" % (args.tensors, fmt_bytes(each))
-    common = shape + ["-n", str(args.iters), "-w", str(args.warmup), "--iter-bytes",
-                      args.iter_bytes, "-c", str(args.check), "--json"]
-
-    chorus_note = None
-    if chorus_missing:
-        chorus_note = chorus_missing
-    else:
-        why = probe_chorus_fusion(chorusrun, chorus_bench, chorus_transport, min(nps),
-                                  min(args.timeout, 120), args.verbose)
-        if why is not None:
-            chorus_note = "chorus-bench has no usable fusion mode (%s)" % why
-    if chorus_note:
-        chorus_note += ": Open MPI only, no fused mode and no fused ratios"
-        print("compare.py: " + chorus_note, file=sys.stderr, flush=True)
-    configs = [c for c in CONFIGS if not (c == "chorus" and chorus_note)
-               and not (args.skip_tuned and c == "ompi-tuned")]
-
-    def command(config, n):
-        if config == "chorus":
-            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout)] + \
-                shlex.split(args.chorusrun_args) + [chorus_bench, "fusion", "-t",
-                                                    chorus_transport] + common + \
-                shlex.split(args.chorus_args)
-        extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
-        return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
-            shlex.split(args.mpirun_args) + [mpi_bench, "fusion"] + common
-
-    failures, wrong_total = [], 0
-    report = {"args": vars(args), "fusion": True, "chorus_transport": chorus_transport,
-              "transport_fallback": fallback_note, "chorus_note": chorus_note, "results": {}}
-    started = time.monotonic()
-    for n in nps:
-        runs = {c: [] for c in configs}  # config -> rows (one per mode and run)
-        loads = []
-        for r in range(args.runs):
-            for config in configs:
-                print("# np=%d run %d/%d %s fusion ..." % (n, r + 1, args.runs, config),
-                      file=sys.stderr, flush=True)
-                loads.append(os.getloadavg()[0])
-                rows, _, error = run_beside(load, (n, config), run_one, command(config, n),
-                                            args.timeout + 30, args.verbose,
-                                            require_summary=False)
-                loads.append(os.getloadavg()[0])
-                if error:
-                    failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
-                    print("compare.py: " + failures[-1], file=sys.stderr, flush=True)
-                for row in rows or []:
-                    if not isinstance(row.get("mode"), str) or \
-                            not isinstance(row.get("step_us"), (int, float)):
-                        failures.append("np=%d %s run %d: a row without mode/step_us: %s" %
-                                        (n, config, r + 1, json.dumps(row)[:200]))
-                        continue
-                    row["config"], row["run"] = config, r + 1
-                    runs[config].append(row)
-                    if row.get("wrong"):
-                        wrong_total += row["wrong"]
-                        failures.append("np=%d %s run %d: %d wrong elements in mode %s" %
-                                        (n, config, r + 1, row["wrong"], row["mode"]))
-        modes = [m for m in FUSION_MODES if any(x["mode"] == m for c in configs
-                                                 for x in runs[c])]
-        modes += sorted({x["mode"] for c in configs for x in runs[c]} - set(modes))
-        med = {c: {m: median_or_none([x["step_us"] for x in runs[c] if x["mode"] == m])
-                   for m in modes} for c in configs}
-        report["results"][str(n)] = {"runs": runs, "medians": med, "loadavg": loads}
-        first = next((x for c in configs for x in runs[c]), {})
-
-        print()
-        print("## tensor fusion, %d ranks: %s (%s tensors, %s bytes per step), float32 sum; "
-              "transport class %s (Chorus -t %s%s; Open MPI %s)" %
-              (n, what, first.get("tensors", "?"), first.get("bytes", "?"),
-               args.transport_class, chorus_transport,
-               " FALLBACK, -t %s rejected" % tclass["chorus_transport"] if fallback_note else "",
-               " ".join(tclass["mpi_args"])))
-        print("## median step time in us (per run: the max over ranks of each rank's median "
-              "step); medians of %d runs" % args.runs)
-        fmt = "%13s " + " ".join(["%11s"] * len(configs))
-        print(fmt % (("mode",) + tuple(configs)))
-        for m in modes:
-            print(fmt % ((m,) + tuple(fmt_us(med[c][m]) for c in configs)))
-
-        def ratio(a, b):
-            return "%.2f" % (a / b) if a and b else "-"
-        fused = med.get("chorus", {}).get("fused")
-        for base in ("per_tensor", "single_buffer") if fused else ():
-            best_ompi = min([med[c][base] for c in configs
-                             if c != "chorus" and med[c].get(base) is not None], default=None)
-            print("## fused / %s: %s (Chorus's %s), %s (the better Open MPI %s)%s" %
-                  (base, ratio(fused, med.get("chorus", {}).get(base)), base,
-                   ratio(fused, best_ompi), base, "; below 1: fused is faster"))
-        if not fused:
-            print("## no fused ratios: no Chorus fused runs" +
-                  (" (%s)" % chorus_note if chorus_note else ""))
-        print("## 1-min load average: %.1f before the first run, %.1f..%.1f around the runs "
-              "(%d CPUs, %d ranks)" % (loads[0], min(loads), max(loads), os.cpu_count() or 1, n))
-        print_load(load, n, configs, report)
-        sys.stdout.flush()
-
-    print("\n# compare.py --fusion: %.0fs, %s" %
-          (time.monotonic() - started, "all runs OK, every element right" if not failures
-           else "%d problem(s):" % len(failures)))
-    for note in (fallback_note, chorus_note):
-        if note:
-            print("# note: " + note)
-    return finish(failures, report, wrong_total, args.json_out)
-
-
-def run_beside(load, key, fn, *args, **kwargs):
-    """fn(*args, **kwargs), with --load's load beside it when there is one."""
-    return load.run(key, fn, *args, **kwargs) if load else fn(*args, **kwargs)
-
-
-def print_load(load, n, configs, report):
-    """The line saying what the load got done beside each configuration."""
-    if not load:
-        return
-    cells = []
-    for c in configs:
-        f = load.fraction((n, c))
-        cells.append("%s %s" % (c, "-" if f is None else "%.2f" % f))
-    print("## load beside every run: %s; its work per second beside each configuration as a "
-          "fraction of alone (median of runs): %s" % (load.describe(), ", ".join(cells)))
-    report.setdefault("load", {"kind": load.kind, "workers": load.workers, "alone": load.alone,
-                               "fractions": {}})
-    for c in configs:
-        report["load"]["fractions"]["%d/%s" % (n, c)] = load.fractions((n, c))
-
-
-def median_or_none(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def finish(failures, report, wrong_total, json_out):
-    """Prints the failed runs (their last lines), saves the report, and
-    returns the exit status: 1 on wrong elements, 2 on a failed run."""
-    for f_ in failures:
-        lines = f_.splitlines()
-        print("#   " + lines[0])
-        for line in lines[1:][-3:]:  # the last lines the failed run printed
-            print("#       " + line[:300])
-    if json_out:
-        with open(json_out, "w") as fh:
-            json.dump(report, fh, indent=1)
-    if wrong_total:
-        return 1
-    return 2 if failures else 0
+    def ratio_of(a, b):
+        return a / b if a and b else None
+    ratios, big_ratios = [], []
+    for s in sizes:
+        c = med["chorus"][s]
+        o = [med[k][s] for k in ompis]
+        best_bw = max([x["busbw"] for x in o if x["busbw"] is not None], default=None)
+        best_t = min([x["time"] for x in o if x["time"] is not None], default=None)
+        ratio = ratio_of(c["busbw"], best_bw)
+        if ratio:
+            ratios.append(ratio)
+            if s >= 1 << 20:
+                big_ratios.append(ratio)
+        g = med["gloo"][s] if gloo else None
+        cells = [fmt_bytes(s), f(c["busbw"])] + [f(x["busbw"]) for x in o] + \
+            ([f(g["busbw"])] if gloo else []) + [f(ratio, "%.2f")] + \
+            ([f(ratio_of(c["busbw"], g["busbw"]), "%.2f")] if gloo else []) + \
+            [fmt_us(c["time"]), fmt_us(best_t)] + ([fmt_us(g["time"])] if gloo else [])
+        if show_limit:
+            cells.append(f(c["pct_limit"], "%.2f"))
+        print(fmt % tuple(cells))
+    if sizes:
+        lat = ", ".join("%s %s us" % (k, fmt_us(med[k][sizes[0]]["time"])) for k in configs)
+        print("## %s-byte latency (median time per op): %s" % (fmt_bytes(sizes[0]), lat))
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        line = "## geometric mean of ratio: %.2f over all sizes" % geo
+        if big_ratios:
+            line += ", %.2f over sizes >= 1M" % math.exp(
+                sum(math.log(x) for x in big_ratios) / len(big_ratios))
+        print(line)
 
 
 def main():
@@ -453,6 +276,13 @@ def main():
                          "(default: one per CPU); see bench/load_beside.py")
     ap.add_argument("--chorus-load", help="the chorus-load binary (default: "
                                           "<build-dir>/bench/chorus-load)")
+    ap.add_argument("--gloo", action="store_true",
+                    help="also run PyTorch's gloo allreduce (bench/gloo_allreduce_bench.py under "
+                         "chorusrun --bind-to none, loopback TCP) in either class")
+    ap.add_argument("--gloo-bench", default=os.path.join(HERE, "gloo_allreduce_bench.py"),
+                    help="path of gloo_allreduce_bench.py")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the Python with torch that runs the Gloo side")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command")
     args = ap.parse_args()
 
@@ -497,6 +327,15 @@ def main():
               "-d", args.dtype, "--json"]
     mpirun_base = [args.mpirun, "--allow-run-as-root", "--oversubscribe"]
     configs = [c for c in CONFIGS if not (args.skip_tuned and c == "ompi-tuned")]
+    if args.gloo:
+        if args.fusion:
+            print("compare.py: --gloo compares the allreduce sweep, not --fusion",
+                  file=sys.stderr)
+            return 2
+        args.gloo_version = probe_gloo(args.python, args.gloo_bench)
+        if args.gloo_version is None:
+            return 2
+        configs.append("gloo")
 
     # Does chorus-bench take this class's transport? (-t shm needs a Chorus with
     # shared memory.) If not, fall back to the class's fallback and say so.
@@ -518,6 +357,7 @@ def main():
             chorus_transport = tclass["chorus_fallback"]
             print("compare.py: " + fallback_note, file=sys.stderr, flush=True)
     if args.fusion:
+        from compare_fusion import run_fusion
         return run_fusion(args, nps, chorusrun, chorus_bench, mpi_bench, chorus_transport, tclass,
                           fallback_note, chorus_missing, mpirun_base, load)
     chorus_extra = (["--no-limit"] if args.no_limit else []) + shlex.split(args.chorus_args)
@@ -527,10 +367,31 @@ def main():
             return [chorusrun, "-np", str(n), "--timeout", str(args.timeout)] + \
                 shlex.split(args.chorusrun_args) + [chorus_bench, "allreduce", "-t",
                                                     chorus_transport] + common + chorus_extra
+        if config == "gloo":
+            # torchrun leaves ranks unbound: so does this launch.
+            return [chorusrun, "-np", str(n), "--timeout", str(args.timeout), "--bind-to",
+                    "none", args.python, args.gloo_bench, "--store-file",
+                    os.path.join(store_dir, "store-%d" % next(store_ids))] + common
         extra = ["-x", TUNED_ENV] if config == "ompi-tuned" else []
         return mpirun_base + ["-np", str(n)] + tclass["mpi_args"] + extra + \
             shlex.split(args.mpirun_args) + [mpi_bench] + common
 
+    # Gloo's side: one thread per rank for torch's own kernels (torchrun's
+    # default with several ranks per host), sockets on loopback.
+    gloo_env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    store_dir = tempfile.mkdtemp(prefix="compare-gloo-")  # a fresh FileStore per Gloo job
+    store_ids = itertools.count()
+    try:
+        return run_sweep(args, nps, configs, command, gloo_env, load, tclass, chorus_transport,
+                         fallback_note)
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def run_sweep(args, nps, configs, command, gloo_env, load, tclass, chorus_transport,
+              fallback_note):
+    """The allreduce sweep: every configuration --runs times per rank count,
+    interleaved; prints a table per rank count; returns the exit status."""
     failures, wrong_total = [], 0
     report = {"args": vars(args), "chorus_transport": chorus_transport,
               "transport_fallback": fallback_note, "results": {}}
@@ -546,7 +407,8 @@ def main():
                 loads.append(os.getloadavg()[0])
                 rows, summary, error = run_beside(load, (n, config), run_one,
                                                   command(config, n), args.timeout + 30,
-                                                  args.verbose)
+                                                  args.verbose,
+                                                  env=gloo_env if config == "gloo" else None)
                 loads.append(os.getloadavg()[0])
                 if error:
                     failures.append("np=%d %s run %d: %s" % (n, config, r + 1, error))
@@ -564,58 +426,8 @@ def main():
                        "pct_limit": median_or_none([x.get("pct_limit")
                                                     for x in runs[c].get(s, [])]),
                        "n": len(runs[c].get(s, []))} for s in sizes} for c in configs}
-        # chorus-bench's %limit (busbw / single-thread memcpy at the size), when it has one.
-        show_limit = any(med["chorus"][s]["pct_limit"] is not None for s in sizes)
         report["results"][str(n)] = {"runs": runs, "medians": med, "loadavg": loads}
-
-        print()
-        print("## allreduce %s, %d ranks, transport class %s (Chorus -t %s%s; Open MPI %s)" %
-              (args.dtype, n, args.transport_class, chorus_transport,
-               " FALLBACK, -t %s rejected" % tclass["chorus_transport"] if fallback_note else "",
-               " ".join(tclass["mpi_args"])))
-        print("## busbw = algbw * 2(n-1)/n, GB/s; medians of %d runs; ratio = chorus / max(ompi)"
-              % args.runs + ("; %limit = chorus busbw / single-thread memcpy GB/s at the size"
-                             if show_limit else ""))
-        head = ["size", "chorus", "ompi", "ompi-tuned", "ratio", "chorus", "ompi(best)"]
-        unit = ["(B)", "busbw", "busbw", "busbw", "", "time(us)", "time(us)"]
-        if "ompi-tuned" not in configs:
-            del head[3], unit[3]
-        if show_limit:
-            head.append("chorus")
-            unit.append("%limit")
-        fmt = "%10s " + " ".join(["%11s"] * (len(head) - 1))
-        print(fmt % tuple(head))
-        print(fmt % tuple(unit))
-        ratios, big_ratios = [], []
-        for s in sizes:
-            c = med["chorus"][s]
-            o = [med[k][s] for k in configs if k != "chorus"]
-            best_bw = max([x["busbw"] for x in o if x["busbw"] is not None], default=None)
-            best_t = min([x["time"] for x in o if x["time"] is not None], default=None)
-            ratio = c["busbw"] / best_bw if c["busbw"] and best_bw else None
-            if ratio:
-                ratios.append(ratio)
-                if s >= 1 << 20:
-                    big_ratios.append(ratio)
-
-            def f(v, spec="%.3f"):
-                return "-" if v is None else spec % v
-            cells = [fmt_bytes(s), f(c["busbw"])] + [f(x["busbw"]) for x in o] + \
-                [f(ratio, "%.2f"), fmt_us(c["time"]), fmt_us(best_t)]
-            if show_limit:
-                cells.append(f(c["pct_limit"], "%.2f"))
-            print(fmt % tuple(cells))
-        smallest = sizes[0] if sizes else None
-        if smallest is not None:
-            lat = ", ".join("%s %s us" % (k, fmt_us(med[k][smallest]["time"])) for k in configs)
-            print("## %s-byte latency (median time per op): %s" % (fmt_bytes(smallest), lat))
-        if ratios:
-            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            line = "## geometric mean of ratio: %.2f over all sizes" % geo
-            if big_ratios:
-                line += ", %.2f over sizes >= 1M" % math.exp(
-                    sum(math.log(x) for x in big_ratios) / len(big_ratios))
-            print(line)
+        print_sweep(args, n, configs, med, sizes, tclass, chorus_transport, fallback_note)
         print("## 1-min load average: %.1f before the first run, %.1f..%.1f around the runs "
               "(%d CPUs; the load includes the benchmark's own %d ranks: anything well above "
               "that means other work competed)" %

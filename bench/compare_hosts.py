@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import default_build_dir, fmt_bytes, median_or_none, parse_bytes, run_one  # noqa: E402
+from compare_util import default_build_dir, fmt_bytes, median_or_none, parse_bytes, run_one  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

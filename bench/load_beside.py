@@ -12,6 +12,7 @@ configurations with each other, not with a figure of their own.
   load = LoadBeside("build/bench/chorus-load", "matmul:2")
   rows = load.run(("np2", "chorus"), run_one, cmd, timeout)
   load.fraction(("np2", "chorus"))   # median over the runs so far
+  load.lost(("np2", "chorus"))       # seconds of the load's work lost, median
 
 Standard library only.
 """
@@ -56,6 +57,7 @@ class LoadBeside:
         self.kind, self.workers = parse_spec(spec)
         self.binary = binary
         self._fractions = {}
+        self._lost = {}
         proc = subprocess.run(self._command() + ["-s", str(alone_seconds)], capture_output=True,
                               text=True, timeout=alone_seconds + 60, check=False)
         if proc.returncode != 0:
@@ -85,10 +87,13 @@ class LoadBeside:
                 row = parse_report(out)
                 self._fractions.setdefault(key, []).append(
                     row["work_per_s"] / self.alone["work_per_s"])
-            except (subprocess.TimeoutExpired, RuntimeError, ValueError):
+                self._lost.setdefault(key, []).append(
+                    row["seconds"] - row["work"] / self.alone["work_per_s"])
+            except (subprocess.TimeoutExpired, RuntimeError, ValueError, KeyError):
                 proc.kill()
                 proc.communicate()
                 self._fractions.setdefault(key, []).append(None)
+                self._lost.setdefault(key, []).append(None)
 
     def fraction(self, key):
         """The median fraction of the load's work alone over key's runs."""
@@ -97,3 +102,14 @@ class LoadBeside:
 
     def fractions(self, key):
         return list(self._fractions.get(key, []))
+
+    def lost(self, key):
+        """The median over key's runs of the seconds of work the load lost
+        beside the run: its time beside it less the time its work would have
+        taken alone. Unlike the fraction, this does not favour a slower
+        benchmark that spreads the same work over more time."""
+        values = [v for v in self._lost.get(key, []) if v is not None]
+        return statistics.median(values) if values else None
+
+    def losts(self, key):
+        return list(self._lost.get(key, []))

@@ -19,7 +19,8 @@ runs or files are reduced to their median, and the plot says how many runs.
   bench/plot.py a.jsonl b.jsonl --label before --label after -o ab.png
 
 A row's implementation is its "impl" field, else its "config" field (set by
-compare.py), else "ompi" when its "algo" is "mpi" and "chorus" otherwise;
+compare.py), else "ompi" when its "algo" is "mpi", "gloo" when it is "gloo"
+(gloo_allreduce_bench.py) and "chorus" otherwise;
 --label replaces it for the files in order (a file holding several, such
 as a compare.py report, gets "LABEL chorus", "LABEL ompi", ...). Configurations are further told
 apart by whichever of collective, type, redop, algo, inplace and blocking
@@ -159,7 +160,7 @@ def impl_of(row):
         return str(row["impl"])
     if row.get("config"):
         return str(row["config"])
-    return "ompi" if row.get("algo") == "mpi" else "chorus"
+    return {"mpi": "ompi", "gloo": "gloo"}.get(row.get("algo"), "chorus")
 
 
 def build_series(rows, metric_field):

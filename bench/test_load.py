@@ -94,6 +94,15 @@ def test_load_beside(binary, load_beside):
            "one positive fraction per call, also for the call that raised (got %s)" % values)
     expect(load.fraction("k") is not None and load.fraction("none") is None,
            "the median fraction of a key with runs, None without")
+    lost = load.losts("k")
+    expect(len(lost) == 2 and all(isinstance(v, float) for v in lost),
+           "seconds lost recorded per call (got %s)" % lost)
+    started = time.monotonic()
+    load.run("sleep", time.sleep, 0.3)
+    wall = time.monotonic() - started
+    expect(load.lost("sleep") is not None and load.lost("sleep") < wall,
+           "the load cannot lose more than the run lasted (lost %s of %.2f s)"
+           % (load.lost("sleep"), wall))
     expect(not running(binary), "no chorus-load left running (%s)" % running(binary))
 
 
@@ -130,9 +139,14 @@ def test_compare(binary, compare, mpi_bench):
                "the load line names the load and every configuration (got %r)" % line)
         try:
             fractions = json.load(open(out_json))["load"]["fractions"]
+            lost = json.load(open(out_json))["load"]["lost_s"]
         except (OSError, ValueError, KeyError) as e:
-            fractions = {}
-            expect(False, "--json-out has the load's fractions (%s)" % e)
+            fractions, lost = {}, {}
+            expect(False, "--json-out has the load's fractions and seconds lost (%s)" % e)
+        lost_line = next((x for x in proc.stdout.splitlines() if x.startswith("## seconds of")),
+                         "")
+        expect("chorus " in lost_line and "ompi " in lost_line,
+               "the seconds-lost line names every configuration (got %r)" % lost_line)
         try:
             seen = [int(x) for x in open(sids).read().split()]
         except OSError:
@@ -144,6 +158,9 @@ def test_compare(binary, compare, mpi_bench):
             got = fractions.get("2/" + config, [])
             expect(len(got) == 2 and all(v and v > 0 for v in got),
                    "two positive fractions for %s (got %s)" % (config, got))
+            got = lost.get("2/" + config, [])
+            expect(len(got) == 2 and all(isinstance(v, float) for v in got),
+                   "two seconds-lost figures for %s (got %s)" % (config, got))
 
 
 def main():
