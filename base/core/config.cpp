@@ -204,7 +204,8 @@ std::vector<ConfigVar> build_registry() {
   r.push_back({"CHORUS_SHM_CHUNK", "auto",
                "Bytes each rank reduces per round of a shared-memory collective (multiple of 64; "
                "K/M suffixes). auto: 256K / ranks (a round stays in cache), 512K / ranks when "
-               "ranks outnumber cores (fewer rounds); at least 16K.",
+               "ranks outnumber cores (fewer rounds), there growing to 2M / ranks for a large "
+               "allreduce while 4 rounds remain; at least 16K.",
                [](Config& c, std::string_view v) {
                  if (ascii_lower(v) == "auto") {
                    c.shm_chunk_bytes = 0;

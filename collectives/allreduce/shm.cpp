@@ -109,7 +109,7 @@ void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::si
     return;
   }
   AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
-                     ctx.shm->layout().piece_bytes, -1);
+                     shm::call_piece_bytes(ctx.shm->layout(), bytes), -1);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
 
@@ -123,7 +123,7 @@ void shm_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_
     return;
   }
   AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
-                     ctx.shm->layout().piece_bytes, root);
+                     shm::call_piece_bytes(ctx.shm->layout(), bytes), root);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
 

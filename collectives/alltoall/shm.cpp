@@ -72,7 +72,7 @@ void exchange(CollectiveContext& ctx, const CollectiveCall& c, const CallShape& 
     if (own != dst) std::memcpy(dst, own, block);
   }
   if (n == 1) return;
-  ExchangePlan plan(in, out, block, n, me, root, ctx.shm->layout().piece_bytes);
+  ExchangePlan plan(in, out, block, n, me, root, ctx.shm->layout().base_piece());
   run_shm_pipeline(ctx, plan, c.dtype, ReduceOp::sum);
 }
 

@@ -80,7 +80,7 @@ void shm_reduce_scatter_blocks(CollectiveContext& ctx, const void* send, void* r
     if (own.count && out != in + own.offset) std::memcpy(out, in + own.offset, own.count);
     return;
   }
-  ReduceScatterPlan plan(in, out, std::move(blocks), me, ctx.shm->layout().piece_bytes);
+  ReduceScatterPlan plan(in, out, std::move(blocks), me, ctx.shm->layout().base_piece());
   run_shm_pipeline(ctx, plan, dtype, op);
 }
 

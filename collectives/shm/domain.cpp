@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <random>
@@ -24,7 +25,7 @@ spdlog::logger& shm_log() {
 }
 
 constexpr uint64_t kMagic = 0x43484f5255535348ULL;  // "CHORUSSH"
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr std::size_t kAlign = 64;
 // How often a sleeping waiter wakes to ask the control channel about peers.
 constexpr auto kHealthSlice = std::chrono::milliseconds(10);
@@ -37,6 +38,7 @@ struct alignas(64) Header {
   uint64_t piece_bytes;
   uint64_t small_bytes;
   uint64_t total_bytes;
+  uint64_t base_piece_bytes;
 };
 
 std::size_t round_up(std::size_t v) {
@@ -62,11 +64,20 @@ std::string random_suffix() {
 }
 
 std::string describe_layout(const Layout& l) {
-  return fmt::format("{} ranks, {} slots of {} x {} bytes, small buffers of {} bytes", l.ranks,
-                     l.slots, l.ranks, l.piece_bytes, l.small_bytes);
+  return fmt::format(
+      "{} ranks, {} slots of {} x {} bytes (pieces from {}), small buffers of {} bytes", l.ranks,
+      l.slots, l.ranks, l.piece_bytes, l.base_piece(), l.small_bytes);
 }
 
 }  // namespace
+
+std::size_t call_piece_bytes(const Layout& layout, std::size_t total) {
+  const std::size_t low = layout.base_piece();
+  if (layout.piece_bytes <= low) return layout.piece_bytes;
+  const std::size_t per_round = static_cast<std::size_t>(layout.ranks) * kMinRounds;
+  const std::size_t want = round_up((total + per_round - 1) / per_round);
+  return std::clamp(want, low, layout.piece_bytes);
+}
 
 // --- layout ---------------------------------------------------------------
 
@@ -138,6 +149,9 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
   CHORUS_CHECK(layout.piece_bytes % kAlign == 0 && layout.piece_bytes > 0, "piece_bytes {}",
                layout.piece_bytes);
   CHORUS_CHECK(layout.small_bytes % kAlign == 0, "small_bytes {}", layout.small_bytes);
+  CHORUS_CHECK(
+      layout.base_piece_bytes % kAlign == 0 && layout.base_piece_bytes <= layout.piece_bytes,
+      "base_piece_bytes {} piece_bytes {}", layout.base_piece_bytes, layout.piece_bytes);
   CHORUS_CHECK(layout.slots >= 2, "slots {}", layout.slots);
   const std::string name_key = o.key_prefix + "shm/name";
   const std::size_t total = layout.total_bytes();
@@ -163,6 +177,7 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
       header->piece_bytes = layout.piece_bytes;
       header->small_bytes = layout.small_bytes;
       header->total_bytes = total;
+      header->base_piece_bytes = layout.base_piece();
       store.set(name_key, name);
     } else {
       std::string name = store.get(name_key, o.deadline);
@@ -171,12 +186,14 @@ std::unique_ptr<Domain> Domain::join(Store& store, const Options& o) {
       auto* header = reinterpret_cast<const Header*>(segment.data());
       if (header->magic != kMagic || header->version != kVersion || header->ranks != layout.ranks ||
           header->slots != layout.slots || header->piece_bytes != layout.piece_bytes ||
-          header->small_bytes != layout.small_bytes || header->total_bytes != total)
-        throw IoError(CHORUS_ERR_MISMATCH,
-                      fmt::format("segment {} was laid out for {} ranks / {} slots / {}-byte "
-                                  "pieces / {}-byte small buffers; this rank expects {}",
-                                  name, header->ranks, header->slots, header->piece_bytes,
-                                  header->small_bytes, describe_layout(layout)));
+          header->small_bytes != layout.small_bytes || header->total_bytes != total ||
+          header->base_piece_bytes != layout.base_piece())
+        throw IoError(
+            CHORUS_ERR_MISMATCH,
+            fmt::format("segment {} was laid out for {} ranks / {} slots / {}-byte "
+                        "pieces (from {}) / {}-byte small buffers; this rank expects {}",
+                        name, header->ranks, header->slots, header->piece_bytes,
+                        header->base_piece_bytes, header->small_bytes, describe_layout(layout)));
     }
   } catch (const Error& e) {
     status = e.what();

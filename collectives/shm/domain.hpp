@@ -73,13 +73,27 @@ struct Layout {
   int slots = 3;
   std::size_t piece_bytes = 64 * 1024;  // pipeline unit per rank per round; multiple of 64
   std::size_t small_bytes = 32 * 1024;  // latency-path input capacity; multiple of 64
+  // The piece of a call too small to fill kMinRounds rounds of piece_bytes
+  // (allreduce and reduce take pieces between the two; the other
+  // collectives this one); multiple of 64, at most piece_bytes; 0: piece_bytes.
+  std::size_t base_piece_bytes = 0;
 
   std::size_t slot_bytes() const { return piece_bytes * static_cast<std::size_t>(ranks); }
+  std::size_t base_piece() const { return base_piece_bytes ? base_piece_bytes : piece_bytes; }
   std::size_t control_offset(int rank) const;
   std::size_t small_offset(int rank, int parity) const;
   std::size_t staging_offset(int rank, int slot) const;
   std::size_t total_bytes() const;
 };
+
+// Rounds a pipelined call keeps while its pieces grow from base_piece() to
+// piece_bytes: three slots in flight and one being refilled.
+inline constexpr std::size_t kMinRounds = 4;
+
+// The piece of an allreduce (or reduce) of `total` bytes: the largest piece,
+// within the layout's two bounds and a multiple of 64 bytes, that still
+// leaves kMinRounds rounds. Pure, and the same on every rank.
+std::size_t call_piece_bytes(const Layout& layout, std::size_t total);
 
 // Input bytes that share the mail header's cache line.
 inline constexpr std::size_t kMailHeaderBytes = 16;

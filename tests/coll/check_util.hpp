@@ -46,10 +46,13 @@ inline RunOptions options_for(const Case& c) {
   o.segment_bytes = c.segment_bytes;
   o.hosts = std::string(c.hosts);
   // Shared memory: the small segment sizes force 64-byte pieces (many rounds,
-  // every slot reused) and a 256-byte latency path; the large ones 64 KiB.
+  // every slot reused) and a 256-byte latency path; the large ones pieces of
+  // 4-64 KiB, as large as leaves an allreduce kMinRounds rounds (unequal
+  // pieces, rounds and slot use from call to call, as with ranks > cores).
   if (c.segment_bytes > 64) {
     o.shm_piece_bytes = 64 << 10;
     o.shm_small_bytes = 16 << 10;
+    o.shm_base_piece_bytes = 4 << 10;
   }
   return o;
 }

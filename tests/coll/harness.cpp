@@ -6,6 +6,7 @@
 #include <latch>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
@@ -28,7 +29,10 @@ struct World {
   std::vector<std::unique_ptr<TcpStoreClient>> stores;
   std::vector<std::unique_ptr<Transport>> transports;
   // Shared-memory domains over this world's ranks, by (piece, small) size.
-  std::map<std::pair<std::size_t, std::size_t>, std::vector<std::unique_ptr<shm::Domain>>> domains;
+  // (piece, small, base piece) -> one domain per rank
+  std::map<std::tuple<std::size_t, std::size_t, std::size_t>,
+           std::vector<std::unique_ptr<shm::Domain>>>
+      domains;
   ~World() {
     domains.clear();
     std::vector<std::thread> closers;
@@ -81,7 +85,8 @@ World& world(TransportKind kind, int n) {
 
 std::vector<std::unique_ptr<shm::Domain>>& shm_domains(World& world, int n,
                                                        const RunOptions& options) {
-  auto key = std::make_pair(options.shm_piece_bytes, options.shm_small_bytes);
+  auto key = std::make_tuple(options.shm_piece_bytes, options.shm_small_bytes,
+                             options.shm_base_piece_bytes);
   auto& domains = world.domains[key];
   if (!domains.empty()) return domains;
   domains.resize(static_cast<std::size_t>(n));
@@ -91,10 +96,12 @@ std::vector<std::unique_ptr<shm::Domain>>& shm_domains(World& world, int n,
       shm::Domain::Options o;
       o.rank = r;
       o.layout.ranks = n;
-      o.layout.piece_bytes = key.first;
-      o.layout.small_bytes = key.second;
+      o.layout.piece_bytes = std::get<0>(key);
+      o.layout.small_bytes = std::get<1>(key);
+      o.layout.base_piece_bytes = std::get<2>(key);
       o.name_prefix = shm::segment_name_prefix("coll-test");
-      o.key_prefix = fmt::format("shm-{}-{}/", key.first, key.second);
+      o.key_prefix =
+          fmt::format("shm-{}-{}-{}/", std::get<0>(key), std::get<1>(key), std::get<2>(key));
       domains[static_cast<std::size_t>(r)] =
           shm::Domain::join(*world.stores[static_cast<std::size_t>(r)], o);
     });

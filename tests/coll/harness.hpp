@@ -44,6 +44,9 @@ struct RunOptions {
   // shm: the domain's piece size (the pipeline's chunk) and latency-path size.
   std::size_t shm_piece_bytes = 64;
   std::size_t shm_small_bytes = 256;
+  // The smallest piece an allreduce takes (shm::Layout::base_piece_bytes; 0:
+  // shm_piece_bytes): below shm_piece_bytes, pieces vary with the call's size.
+  std::size_t shm_base_piece_bytes = 0;
   // Simulated hosts: one letter per rank, equal letters for ranks on one host
   // ("aabbb": ranks 0-1 on one host, 2-4 on another). Set, the whole team gets
   // a Hierarchy whose host teams run over the point-to-point transport.
