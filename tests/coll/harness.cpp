@@ -28,8 +28,8 @@ struct World {
   std::unique_ptr<TcpStoreServer> server;
   std::vector<std::unique_ptr<TcpStoreClient>> stores;
   std::vector<std::unique_ptr<Transport>> transports;
-  // Shared-memory domains over this world's ranks, by (piece, small) size.
-  // (piece, small, base piece) -> one domain per rank
+  // Shared-memory domains over this world's ranks (one per rank), by their
+  // layout's (piece, small, base piece) sizes.
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>,
            std::vector<std::unique_ptr<shm::Domain>>>
       domains;
