@@ -1,6 +1,7 @@
 // The wait policy (base/core/wait_policy.hpp): a yielding wait that meets a
-// CPU-bound task on its core asks for the short scheduler slice, and gives
-// the thread its own slice back when the wait ends.
+// CPU-bound task on its core asks for the short scheduler slice, gives the
+// thread its own slice back when the wait ends, and stops asking once yields
+// come back at once again.
 #include <pthread.h>
 #include <sched.h>
 #include <catch2/catch.hpp>
@@ -90,6 +91,27 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     INFO("slice before " << original << " ns");
     CHECK(shortened);
     CHECK(current_sched_slice_ns() == original);
+    // The hog is gone: yields come back at once, and after a run of them a
+    // wait no longer shortens the slice (the evidence is cleared; it would
+    // otherwise last a second).
+    if (shortened) {
+      const Spin spin{50, true, 100};
+      {
+        WaitScope scope(spin);
+        unsigned round = 0;
+        for (int i = 0; i < 256; ++i) spin_step(spin, round);
+      }
+      bool stayed = true;
+      {
+        WaitScope scope(spin);
+        unsigned round = 0;
+        for (int i = 0; i < 16; ++i) {
+          spin_step(spin, round);
+          stayed = stayed && current_sched_slice_ns() == original;
+        }
+      }
+      CHECK(stayed);
+    }
   });
   worker.join();
 }
