@@ -27,9 +27,11 @@ Exit status: 0 when every checked element was right, 1 when one was not,
 import argparse
 import json
 import os
-import re
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_util import parse_bytes  # noqa: E402  (next to this script)
 
 DTYPES = {  # name -> (torch dtype name, bytes, largest exactly representable value)
     "float32": ("float32", 4, 1 << 24),
@@ -39,12 +41,12 @@ DTYPES = {  # name -> (torch dtype name, bytes, largest exactly representable va
 }
 
 
-def parse_bytes(text):
-    """'8', '64K', '256M', '1G': binary multiples, as chorus-bench."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)(I?B)?", text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError("bad size %r" % text)
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[m.group(2)]
+def size_arg(text):
+    """An argparse type: compare_util.parse_bytes's sizes ('8', '64K', '1G')."""
+    try:
+        return parse_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("bad size %r" % text) from None
 
 
 def iters_for(size, iter_bytes, max_iters):
@@ -82,6 +84,11 @@ def reduced(index, ranks, period):
     return ranks * (index % period) + ranks * (ranks - 1)
 
 
+def wrong_elements(result, index, ranks, period):
+    """Elements of an allreduce's result that differ from reduced()."""
+    return int((result != reduced(index, ranks, period).to(result.dtype)).sum().item())
+
+
 def launcher_rank():
     for r, w in (("CHORUS_RANK", "CHORUS_WORLD_SIZE"), ("RANK", "WORLD_SIZE")):
         if r in os.environ and w in os.environ:
@@ -92,12 +99,12 @@ def launcher_rank():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-b", "--minbytes", type=parse_bytes, default=parse_bytes("8"))
-    ap.add_argument("-e", "--maxbytes", type=parse_bytes, default=parse_bytes("64M"))
+    ap.add_argument("-b", "--minbytes", type=size_arg, default=size_arg("8"))
+    ap.add_argument("-e", "--maxbytes", type=size_arg, default=size_arg("64M"))
     ap.add_argument("-f", "--stepfactor", type=int, default=2)
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup_iters", type=int, default=5)
-    ap.add_argument("--iter-bytes", type=parse_bytes, default=parse_bytes("512M"))
+    ap.add_argument("--iter-bytes", type=size_arg, default=size_arg("512M"))
     ap.add_argument("-c", "--check", type=int, choices=(0, 1), default=1)
     ap.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float32")
     ap.add_argument("-J", "--json", action="store_true")
@@ -159,8 +166,7 @@ def main():
         if args.check:
             data = pattern(index, rank, period).to(dtype)
             dist.all_reduce(data)
-            expected = reduced(index, ranks, period).to(dtype)
-            bad = torch.tensor([int((data != expected).sum().item())], dtype=torch.int64)
+            bad = torch.tensor([wrong_elements(data, index, ranks, period)], dtype=torch.int64)
             dist.all_reduce(bad)
             wrong = int(bad.item())
             total_wrong += wrong

@@ -56,8 +56,8 @@ class LoadBeside:
     def __init__(self, binary, spec, alone_seconds=3.0):
         self.kind, self.workers = parse_spec(spec)
         self.binary = binary
-        self._fractions = {}
-        self._lost = {}
+        # key -> per run the load's (work, seconds, work per second), or None
+        self._reports = {}
         proc = subprocess.run(self._command() + ["-s", str(alone_seconds)], capture_output=True,
                               text=True, timeout=alone_seconds + 60, check=False)
         if proc.returncode != 0:
@@ -85,31 +85,36 @@ class LoadBeside:
             try:
                 out, _ = proc.communicate(timeout=30)
                 row = parse_report(out)
-                self._fractions.setdefault(key, []).append(
-                    row["work_per_s"] / self.alone["work_per_s"])
-                self._lost.setdefault(key, []).append(
-                    row["seconds"] - row["work"] / self.alone["work_per_s"])
+                self._reports.setdefault(key, []).append(
+                    (row["work"], row["seconds"], row["work_per_s"]))
             except (subprocess.TimeoutExpired, RuntimeError, ValueError, KeyError):
                 proc.kill()
                 proc.communicate()
-                self._fractions.setdefault(key, []).append(None)
-                self._lost.setdefault(key, []).append(None)
-
-    def fraction(self, key):
-        """The median fraction of the load's work alone over key's runs."""
-        values = [v for v in self._fractions.get(key, []) if v is not None]
-        return statistics.median(values) if values else None
+                self._reports.setdefault(key, []).append(None)
 
     def fractions(self, key):
-        return list(self._fractions.get(key, []))
-
-    def lost(self, key):
-        """The median over key's runs of the seconds of work the load lost
-        beside the run: its time beside it less the time its work would have
-        taken alone. Unlike the fraction, this does not favour a slower
-        benchmark that spreads the same work over more time."""
-        values = [v for v in self._lost.get(key, []) if v is not None]
-        return statistics.median(values) if values else None
+        """Per run of key: the load's work per second beside it as a fraction
+        of alone (None where the load gave no report)."""
+        rate = self.alone["work_per_s"]
+        return [r and r[2] / rate for r in self._reports.get(key, [])]
 
     def losts(self, key):
-        return list(self._lost.get(key, []))
+        """Per run of key: the seconds of work the load lost beside it, its
+        time beside it less the time its work would have taken alone. Unlike
+        the fraction, this does not favour a slower benchmark that spreads the
+        same work over more time."""
+        rate = self.alone["work_per_s"]
+        return [r and r[1] - r[0] / rate for r in self._reports.get(key, [])]
+
+    def fraction(self, key):
+        """The median of fractions(key), None without a run."""
+        return _median(self.fractions(key))
+
+    def lost(self, key):
+        """The median of losts(key), None without a run."""
+        return _median(self.losts(key))
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None

@@ -4,7 +4,8 @@ compare.py --gloo where Open MPI's bench is built).
 
   - the check's closed form (reduced) equals the sum of every rank's input
     (pattern), computed independently, and every such sum is exact in the
-    dtype at the period the bench picks; a corrupted result is counted wrong;
+    dtype at the period the bench picks; the bench's count of wrong
+    elements finds none in that sum and one in a corrupted copy;
   - gloo_allreduce_bench.py under chorusrun at 2 and 3 ranks (float32, and
     int32 at 3): one JSON row per size with zero wrong elements, the rank
     count, positive times, busbw = algbw * 2(n-1)/n, and a summary;
@@ -45,11 +46,14 @@ def test_check_arithmetic(torch, gloo_bench):
             largest = ranks * (period - 1) + ranks * (ranks - 1)
             expect(largest <= limit, "%s np%d: largest sum %d exact (limit %d)" %
                    (name, ranks, largest, limit))
-            dtype = getattr(torch, tname)
-            exact = gloo_bench.reduced(index, ranks, period).to(dtype)
-            corrupt = exact.clone()
-            corrupt[2] += 1
-            expect(int((corrupt != exact).sum()) == 1, "%s: a corrupted element counts" % name)
+            # The bench's own count: none wrong in the sum of the inputs, one
+            # after one element of it is corrupted.
+            exact = total.to(getattr(torch, tname))
+            expect(gloo_bench.wrong_elements(exact, index, ranks, period) == 0,
+                   "%s np%d: the exact sum has no wrong element" % (name, ranks))
+            exact[2] += 1
+            expect(gloo_bench.wrong_elements(exact, index, ranks, period) == 1,
+                   "%s np%d: a corrupted element counts" % (name, ranks))
 
 
 def run_bench(chorusrun, n, dtype):

@@ -138,8 +138,9 @@ def test_compare(binary, compare, mpi_bench):
         expect("spin x1" in line and "chorus " in line and "ompi " in line,
                "the load line names the load and every configuration (got %r)" % line)
         try:
-            fractions = json.load(open(out_json))["load"]["fractions"]
-            lost = json.load(open(out_json))["load"]["lost_s"]
+            with open(out_json) as fh:
+                report = json.load(fh)["load"]
+            fractions, lost = report["fractions"], report["lost_s"]
         except (OSError, ValueError, KeyError) as e:
             fractions, lost = {}, {}
             expect(False, "--json-out has the load's fractions and seconds lost (%s)" % e)

@@ -8,15 +8,16 @@ shm::Layout host_shm_layout(const Config& config, int ranks, int cores) {
   shm::Layout layout;
   layout.ranks = ranks;
   std::size_t piece = config.shm_chunk_bytes;
-  const auto n = static_cast<std::size_t>(ranks);
+  std::size_t largest = piece;  // a chunk the user set is the only piece
   if (piece == 0) {
+    const auto n = static_cast<std::size_t>(ranks);
     // A round's slot (ranks x piece) of 256K stays in cache. With more ranks
     // than cores every round has every rank scheduled a few times: 512K
     // (measured at 8 ranks on 2 cores: 2.4-2.8 GB/s at 16M against 1.8-2.1
     // with 1M slots; 4 ranks within noise).
     std::size_t slot = ranks > cores ? (512 << 10) : (256 << 10);
     piece = std::max<std::size_t>(16 << 10, slot / n / 4096 * 4096);
-    layout.piece_bytes = piece;
+    largest = piece;
     if (ranks > cores) {
       // Beside CPU-bound work each round waits for every rank's next turn on
       // a core, so a large allreduce takes pieces up to a 2M slot (as long as
@@ -26,13 +27,11 @@ shm::Layout host_shm_layout(const Config& config, int ranks, int cores) {
       // with 512K pieces, 13.4-27.5 ms with 128K; 32 MiB: 39-45 against
       // 89-109 ms; idle, 8 and 32 MiB within the runs' spread of each other.
       const std::size_t cap = (32u << 20) / (n * n * static_cast<std::size_t>(layout.slots));
-      const std::size_t large = std::min<std::size_t>((2u << 20) / n, cap) / 4096 * 4096;
-      layout.base_piece_bytes = piece;
-      layout.piece_bytes = std::max(piece, large);
+      largest = std::max(piece, std::min<std::size_t>((2u << 20) / n, cap) / 4096 * 4096);
     }
-  } else {
-    layout.piece_bytes = piece;
   }
+  layout.piece_bytes = largest;
+  if (largest > piece) layout.base_piece_bytes = piece;
   layout.small_bytes = config.shm_small_max;
   return layout;
 }
