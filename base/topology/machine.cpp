@@ -46,10 +46,9 @@ Topology load_topology() {
   // disks), not every bridge; the network devices are what we want.
   // The whole host, not only the CPUs this process's cgroup may use: the
   // ranks of a job on it may have different ones.
-  // No OpenCL or OpenGL discovery: Chorus reads neither, the OpenCL one
-  // starts every installed ICD (a GPU driver among them) on the calling
-  // thread, and its loader's thread-local block is what GCC 12's leak
-  // checker misreads as a bogus range and crashes on.
+  // No OpenCL or OpenGL discovery: Chorus reads neither, the OpenCL one starts whatever ICDs a host
+  // has installed on the calling thread, and the thread-local block of the ICD loader it touches is
+  // one that GCC 12's leak checker misreads (a bogus range) and crashes on at exit.
   for (const char* unused : {"opencl", "gl"})
     hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused);
   if (hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
