@@ -403,12 +403,13 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
           "rank {}: fusion stall: {}", rank_,
           listed(fmt::format("for more than {} s (CHORUS_FUSION_STALL_S), ", options_.stall_s)));
   }
-  if (!stopping_ranks.empty())
+  if (!stopping_ranks.empty()) {
+    const std::string lead =
+        fmt::format("fused allreduce: {} shut down the fusion engine (destroyed the communicator)",
+                    rank_names(stopping_ranks));
     stop = io_error(CHORUS_ERR_PEER_FAILURE,
-                    fmt::format("fused allreduce: {} shut down the fusion engine (destroyed the "
-                                "communicator) before every rank had submitted the tensors "
-                                "pending here",
-                                rank_names(stopping_ranks)));
+                    agreement.missing.empty() ? lead : listed(lead + " while "));
+  }
   std::unordered_map<std::string_view, const FusedPtr*> pending_by_name;
   for (const auto& t : pending_) pending_by_name.emplace(t->name(), &t);
   for (const auto& spec : agreement.ready) {

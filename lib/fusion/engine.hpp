@@ -34,7 +34,7 @@
 //     with its error;
 //   a rank that shuts its engine down (chorus_comm_destroy): the cycle that
 //     learns of it finishes the tensors ready everywhere, and the rest fail
-//     with CHORUS_ERR_PEER_FAILURE naming the rank.
+//     with CHORUS_ERR_PEER_FAILURE naming the rank and the tensors it lacks.
 // After any of these the engine is stopped and later submissions fail the
 // same way.
 #pragma once

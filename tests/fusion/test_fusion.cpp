@@ -1,8 +1,9 @@
 // The fusion engine through the C API, on thread ranks (tests/api/
 // api_harness.hpp) over shared memory, TCP and UCX: named tensors submitted
 // in a different order on every rank, results against a reference computed
-// here; the cached negotiation; a tensor one rank never submits; a name
-// resubmitted with another count; the C++ form.
+// here; the cached negotiation; a tensor one rank never submits; a rank that
+// destroys its communicator with a peer's tensor pending; a name resubmitted
+// with another count; the C++ form.
 //
 // The meson test sets CHORUS_TIMEOUT=6 and CHORUS_FUSION_STALL_S=1 (the
 // configuration is the process's).
@@ -377,6 +378,47 @@ TEST_CASE("fused allreduce: a tensor one rank never submits fails everywhere, na
   REQUIRE_FALSE(warnings.empty());
   CHECK(warnings.front().find("'lonely'") != std::string::npos);
   CHECK(warnings.front().find("not by rank 2") != std::string::npos);
+}
+
+TEST_CASE("fused allreduce: a rank that destroys its communicator fails the others' tensors, named",
+          "[fusion]") {
+  // Rank 1 leaves (run() destroys its communicator) with a tensor of rank 0
+  // pending: rank 0's wait fails with a peer failure that names the rank and
+  // the tensor, long before CHORUS_TIMEOUT (6 s), on every transport.
+  for (const char* transport : transports()) {
+    INFO("transport " << (transport ? transport : "default"));
+    const int n = 2;
+    std::string message;
+    double seconds = 0;
+    auto results = run(
+        n,
+        [&](int rank, chorus_comm_t comm) -> int {
+          std::vector<float> shared(32, float(rank + 1)), orphan(8, 1.0f);
+          chorus_request_t req = nullptr;
+          if (chorus_fused_allreduce(comm, "shared", shared.data(), shared.data(), shared.size(),
+                                     CHORUS_FLOAT32, CHORUS_SUM, &req) ||
+              chorus_wait(&req, 0) || shared[0] != 3.0f)
+            return 1;
+          if (rank == 1) return 0;
+          const auto start = std::chrono::steady_clock::now();
+          if (chorus_fused_allreduce(comm, "orphan", orphan.data(), orphan.data(), orphan.size(),
+                                     CHORUS_FLOAT32, CHORUS_SUM, &req))
+            return 2;
+          const chorus_result_t rc = chorus_wait(&req, 0);
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          message = chorus_comm_last_error(comm);
+          return rc == CHORUS_ERR_PEER_FAILURE ? 0 : 10 + int(rc);
+        },
+        transport);
+    INFO("rank 0: " << message);
+    CHECK(results[0] == 0);
+    CHECK(results[1] == 0);
+    CHECK(message.find("rank 1 shut down the fusion engine") != std::string::npos);
+    CHECK(message.find("tensor 'orphan'") != std::string::npos);
+    CHECK(message.find("not by rank 1") != std::string::npos);
+    // A bound for a loaded machine, below the 6 s deadline: not a speed.
+    CHECK(seconds < 4.5);
+  }
 }
 
 TEST_CASE("fused allreduce: a known name resubmitted with another count is a mismatch",
