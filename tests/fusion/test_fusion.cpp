@@ -384,12 +384,16 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
           "[fusion]") {
   // Rank 1 leaves (run() destroys its communicator) with a tensor of rank 0
   // pending: rank 0's wait fails with a peer failure that names the rank and
-  // the tensor, long before CHORUS_TIMEOUT (6 s), on every transport.
+  // the tensor, long before CHORUS_TIMEOUT (6 s), on every transport. Rank 1
+  // leaves only once a cycle of rank 0 has taken the tensor in (two
+  // negotiation rounds counted after the submission): a tensor still on its
+  // way into the engine when the departure is learnt fails unnamed.
   for (const char* transport : transports()) {
     INFO("transport " << (transport ? transport : "default"));
     const int n = 2;
     std::string message;
     double seconds = 0;
+    std::atomic<bool> taken_in{false};
     auto results = run(
         n,
         [&](int rank, chorus_comm_t comm) -> int {
@@ -399,11 +403,24 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
                                      CHORUS_FLOAT32, CHORUS_SUM, &req) ||
               chorus_wait(&req, 0) || shared[0] != 3.0f)
             return 1;
-          if (rank == 1) return 0;
-          const auto start = std::chrono::steady_clock::now();
+          if (rank == 1) {
+            chorus::test::wait_for(taken_in);
+            return 0;
+          }
           if (chorus_fused_allreduce(comm, "orphan", orphan.data(), orphan.data(), orphan.size(),
                                      CHORUS_FLOAT32, CHORUS_SUM, &req))
             return 2;
+          const auto rounds = [&] {
+            chorus_fusion_stats_t stats{};
+            stats.size = sizeof stats;
+            return chorus_fusion_stats(comm, &stats) == CHORUS_SUCCESS ? stats.cycles : 0;
+          };
+          const uint64_t first = rounds();
+          const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (rounds() < first + 2 && std::chrono::steady_clock::now() < limit)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          const auto start = std::chrono::steady_clock::now();
+          taken_in = true;
           const chorus_result_t rc = chorus_wait(&req, 0);
           seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           message = chorus_comm_last_error(comm);
