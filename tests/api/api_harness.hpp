@@ -49,11 +49,21 @@ inline std::vector<int> run(int n, const std::function<int(int, chorus_comm_t)>&
   return results;
 }
 
+// Polls `done` every millisecond until it holds or `limit` passes; returns
+// whether it held.
+inline bool wait_until(const std::function<bool()>& done,
+                       std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // Waits (bounded: 60 s) until another thread rank sets `flag`.
 inline void wait_for(const std::atomic<bool>& flag) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!flag && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_until([&] { return flag.load(); });
 }
 
 // Returns once `count` thread ranks have arrived (bounded: 60 s). Outside the
@@ -62,9 +72,7 @@ inline void wait_for(const std::atomic<bool>& flag) {
 // finishing, a known gap).
 inline void all_arrive(std::atomic<int>& arrived, int count) {
   arrived.fetch_add(1);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (arrived.load() < count && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_until([&] { return arrived.load() >= count; });
 }
 
 // The transports the API tests run over: the default (shared memory between
