@@ -248,7 +248,7 @@ void Engine::run_cycle_locked() {
   try {
     go_on = cycle();
   } catch (...) {
-    stop_with(std::current_exception());
+    stop_with(naming_pending(std::current_exception()));
   }
   last_end_ = Clock::now();
   if (!go_on) {
@@ -520,6 +520,28 @@ void Engine::complete(std::span<const FusedPtr> tensors) {
     known_count_ = known_.size();
   }
   for (const auto& t : tensors) t->completion.complete();
+}
+
+std::exception_ptr Engine::naming_pending(std::exception_ptr error) const {
+  std::vector<TensorSpec> specs;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto* list : {&pending_, &incoming_})
+      for (const auto& t : *list) specs.push_back(t->spec());
+  }
+  if (specs.empty()) return error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const IoError& e) {
+    std::string text = fmt::format("{}; this fails rank {}'s tensor{} ", e.what(), rank_,
+                                   specs.size() == 1 ? "" : "s");
+    for (std::size_t i = 0; i < specs.size() && i < kMaxListed; ++i)
+      text += (i ? ", " : "") + describe(specs[i]);
+    if (specs.size() > kMaxListed) text += fmt::format(" and {} more", specs.size() - kMaxListed);
+    return io_error(e.code(), text);
+  } catch (...) {
+    return error;  // not a communication failure: an invariant's values say it all
+  }
 }
 
 void Engine::stop_with(std::exception_ptr error) {

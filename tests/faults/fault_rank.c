@@ -37,6 +37,12 @@
  *   launcher-killed  sleeps like stalled while the others make the call; the
  *                suite SIGKILLs chorusrun (and with it the job's store) then
  *
+ * FAULT_GRACE_MS (default 200) is how long a victim whose fault fails every
+ * call in flight (killed, exited, aborted, malformed-frame, truncated,
+ * bad-argument) waits after the barrier before committing it; 0 lets the
+ * fault overtake peers still finishing the barrier (docs/architecture.md,
+ * "One verdict per call", open).
+ *
  * The connections are found as the process's connected IPv4 TCP sockets but
  * the one to the store (CHORUS_STORE_ADDR): with the tcp and shm transports
  * those are exactly the connections to its peers. Every rank first prints
@@ -305,7 +311,8 @@ int main(int argc, char** argv) {
   const int fails_all = strcmp(fault, "killed") == 0 || strcmp(fault, "exited") == 0 ||
                         strcmp(fault, "aborted") == 0 || strcmp(fault, "malformed-frame") == 0 ||
                         strcmp(fault, "truncated") == 0 || strcmp(fault, "bad-argument") == 0;
-  if (fails_all && faulty) sleep_ms(200);
+  if (fails_all && faulty)
+    sleep_ms(getenv("FAULT_GRACE_MS") ? atol(getenv("FAULT_GRACE_MS")) : 200);
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);

@@ -186,6 +186,11 @@ def run_case(args, fault, transport, size, np, form):
             if c == 3 and not (f"tensor 'grad'" in msg and f"not by rank {victim}" in msg):
                 problems.append(f"rank {r}'s timeout does not name the tensor and rank {victim}: "
                                 f"{msg[:200]}")
+    elif form == "fused" and fault in ("killed", "exited", "destroyed", "aborted"):
+        # The user submitted tensors, not calls: the verdict names the one it fails.
+        for r, (c, _, msg) in sorted(verdicts.items()):
+            if c != 0 and "tensor 'grad'" not in msg:
+                problems.append(f"rank {r}'s failure does not name the tensor: {msg[:200]}")
     elif fault in ("stalled", "early-timeout"):
         absent = victim if fault == "stalled" else None
         for r, (c, _, msg) in sorted(verdicts.items()):

@@ -387,7 +387,8 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
   // the tensor, long before CHORUS_TIMEOUT (6 s), on every transport. Rank 1
   // leaves only once a cycle of rank 0 has taken the tensor in (two
   // negotiation rounds counted after the submission): a tensor still on its
-  // way into the engine when the departure is learnt fails unnamed.
+  // way into the engine when the departure is learnt fails named, but without
+  // the ranks that lacked it (no round compared the ranks' lists).
   for (const char* transport : transports()) {
     INFO("transport " << (transport ? transport : "default"));
     const int n = 2;
