@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -94,6 +95,16 @@ Spared CallBoard::spared() const {
   std::lock_guard lock(mu_);
   Spared s;
   for (const auto& [space, slot] : own_) s.entries.push_back({space, slot.read().finished.seq});
+  return s;
+}
+
+Spared CallBoard::started() const {
+  std::lock_guard lock(mu_);
+  Spared s;
+  for (const auto& [space, slot] : own_) {
+    const CallProgress p = slot.read();
+    s.entries.push_back({space, std::max(p.current.seq, p.finished.seq)});
+  }
   return s;
 }
 

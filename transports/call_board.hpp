@@ -80,6 +80,10 @@ class CallBoard {
   CallProgress progress(uint32_t tag) const;
   // Per space, the last call finished: what a failure here spares (Spared).
   Spared spared() const;
+  // Per space, the call this rank is in, or else the last it finished: what a
+  // peer's death spares where everything the peer sent before it died has
+  // arrived (TcpTransport::peer_lost).
+  Spared started() const;
 
   void heard(int peer, uint32_t tag, const CallProgress& progress);
   std::optional<Report> report(int peer, uint32_t tag) const;

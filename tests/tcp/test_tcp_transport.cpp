@@ -562,3 +562,44 @@ TEST_CASE("tcp: a malformed frame or a lost connection is a peer failure naming 
     rank0.reset();
   }
 }
+
+TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent is taken") {
+  // Rank 1 sends its part of call #3 and dies (no goodbye) while rank 0 is
+  // still in #3: rank 0 takes that part, and fails at once what #3 still
+  // wants from rank 1 that never came, and every later call.
+  TcpStoreServer server(kToken);
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  std::unique_ptr<TcpTransport> rank0;
+  std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options_for(0, 2, "d/")); });
+  Fd fd = fake_rank1(server, "d/", kToken);
+  HelloAck ack{};
+  read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+  t.join();
+  const uint32_t tag = (5u << Spared::kSpaceShift) | 1, other_tag = tag + 1;
+  rank0->board().slot(tag).enter(sig_of(3, 16));
+  std::vector<std::byte> never(16);
+  auto posted = rank0->irecv(1, other_tag, sig_of(3, 16), never);  // rank 1 never sends it
+  const auto part = pattern(16, 3);
+  const auto header = make_frame(FrameType::data, tag, part.size(), sig_of(3, 16));
+  write_all(fd.get(), bytes_of(header), Deadline::after(std::chrono::seconds(10)));
+  write_all(fd.get(), part, Deadline::after(std::chrono::seconds(10)));
+  fd.reset();  // dies without a goodbye
+  std::string message;
+  CHECK(error_code(*rank0, posted, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  REQUIRE(first_error([&] { rank0->check_failed(); }));
+  // Call #3 is spared: its part from rank 1, which arrived, is taken...
+  CHECK_NOTHROW(rank0->check_call(tag, sig_of(3, 16)));
+  std::vector<std::byte> got(16);
+  auto arrived = rank0->irecv(1, tag, sig_of(3, 16), got);
+  CHECK(error_code(*rank0, arrived) == CHORUS_SUCCESS);
+  CHECK(got == part);
+  // ...a second receive from it in #3 fails at once (nothing more comes)...
+  auto more = rank0->irecv(1, tag, sig_of(3, 16), got);
+  CHECK(error_code(*rank0, more, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  // ...and call #4 is not spared.
+  CHECK_THROWS(rank0->check_call(tag, sig_of(4, 16)));
+  rank0->board().slot(tag).leave(sig_of(3, 16), false);
+  rank0.reset();
+}

@@ -55,6 +55,10 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
     request->completion().fail(peers_[peer].failure);
     return request;
   }
+  if (peers_[peer].lost) {
+    request->completion().fail(peers_[peer].lost);
+    return request;
+  }
   if (peers_[peer].gone || peers_[peer].said_goodbye) {
     request->completion().fail(io_error(
         CHORUS_ERR_PEER_FAILURE,
@@ -151,6 +155,10 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
       request->completion().fail(failure_);
       return request;
     }
+  }
+  if (p.lost) {  // nothing more comes from it: what came is taken above
+    request->completion().fail(p.lost);
+    return request;
   }
   if (p.gone || p.said_goodbye) {
     request->completion().fail(
@@ -337,10 +345,23 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
     return;
   }
   log().error("{}", message);
-  // A rank that dies cannot say which calls it finished: nothing is spared.
-  // (Sparing the calls started here lets a peer's death be met at different
-  // points of one call by different ranks, a deadline-long wait on UCX.)
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
+  // A rank that dies cannot say which calls it finished, but its stream has
+  // been read to the end: every frame it sent before dying is here. So its
+  // death spares the calls this rank is in (or finished last); what such a
+  // call still wants from it fails now, below and in irecv, and that call's
+  // failure narrows what is spared here and at the peers. A rank killed
+  // just after finishing a call thus leaves every peer finishing it, instead
+  // of failing it at the peers that were still inside.
+  p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().started());
+  for (auto& [tag, queue] : p.posted)
+    for (auto& recv : queue) recv.request->completion().fail(p.lost);
+  p.posted.clear();
+  if (p.rx.request) {  // its frame was cut short
+    p.rx.request->completion().fail(p.lost);
+    p.rx.request.reset();
+  }
+  drop_sends_locked(p, p.lost, [](const RequestPtr&) { return false; });
 }
 
 void TcpTransport::fail_peer_locked(int peer, std::exception_ptr error) {

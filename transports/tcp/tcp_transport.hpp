@@ -142,6 +142,7 @@ class TcpTransport final : public Transport {
     std::map<uint32_t, std::deque<PostedRecv>> posted;
     std::map<uint32_t, std::deque<Unexpected>> unexpected;
     std::exception_ptr failure;            // isolate_peer_failures: why it failed
+    std::exception_ptr lost;               // why its stream ended without a goodbye
     std::optional<FrameHeader> announced;  // the call it last said it waits in
     Clock::time_point status_sent;         // when this rank last told it where it is
   };
