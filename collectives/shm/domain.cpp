@@ -359,11 +359,17 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
   auto announce_at = Clock::now() + Transport::kAnnounceAfter;
   while (true) {
     // A peer that died, aborted or left (destroyed its communicator) ends
-    // the wait at once: none of them will ever post its part.
-    if (spec.control)
+    // the wait at once: none of them will ever post its part. Where the wait
+    // is on one rank's post, only that rank is asked: one that died after
+    // posting its part (a failure that spares this call, Spared) does not
+    // end a wait on another's.
+    if (spec.control) {
+      const int watched = watch().rank;
+      const int awaited = watched == rank_ ? -1 : watched;
       for (int r = 0; r < layout_.ranks; ++r)
-        if (r != rank_)
+        if (r != rank_ && (awaited < 0 || r == awaited))
           spec.control->check_peer(named(r), spec.tag, spec.call ? *spec.call : CallSignature{});
+    }
     if (spec.call) check_announcements(*spec.call);
     if (spec.control && spec.call && Clock::now() >= announce_at) {
       announce_at = Clock::now() + Transport::kAnnounceAfter;
@@ -400,7 +406,7 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
   };
   auto watch = [&] {
     SharedCounter& w = summed ? total(c) : counter(behind, c);
-    return Watch{&w.value, &w.sleepers};
+    return Watch{&w.value, &w.sleepers, summed ? -1 : behind};
   };
   wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
 }
@@ -423,7 +429,7 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
     if (r == rank_) continue;
     const MailHeader& m = mail(r, call);
     auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
-    auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers}; };
+    auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers, r}; };
     wait_until(ready, watch, spec, [&] {
       throw IoError(
           CHORUS_ERR_TIMEOUT,

@@ -216,6 +216,7 @@ class Domain {
   struct Watch {
     const std::atomic<uint64_t>* word;
     std::atomic<uint32_t>* sleepers;
+    int rank = -1;  // the (domain) rank whose post the wait awaits; -1: any of them
   };
   // Spins (spec), then sleeps on watch() until ready(); on every health slice
   // asks the control channel about peers and compares announcements; calls

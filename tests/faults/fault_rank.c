@@ -11,6 +11,10 @@
  *
  *   none         the same call (a control: every rank must succeed)
  *   killed       SIGKILLs itself
+ *   killed-after makes the call, and SIGKILLs itself the moment it returns
+ *                (its peers may still be finishing it: they must finish it
+ *                too, since the victim did); each survivor then makes one
+ *                more call and prints "after RANK CODE", which must fail
  *   exited       exits (_exit, status 0) without destroying its communicator
  *   destroyed    destroys its communicator
  *   aborted      calls chorus_comm_abort
@@ -396,8 +400,17 @@ int main(int argc, char** argv) {
     rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
   }
   verdict(comm, rank, rc);
+  const int dies_after = strcmp(fault, "killed-after") == 0;
+  if (dies_after && faulty) {
+    say("fault %d %lld\n", rank, now_ms());
+    raise(SIGKILL);
+  }
   if (rc == CHORUS_SUCCESS && checked_sum && wrong_sum(recv, count, size) != 0)
     printf("rank %d: WRONG result\n", rank);
+  if (dies_after) {
+    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
+    printf("after %d %d\n", rank, (int)rc);
+  }
   fflush(stdout);
   chorus_comm_destroy(comm);
   free(send);
