@@ -471,6 +471,26 @@ Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::stri
   return fd;
 }
 
+// A real rank 0 and a hand-driven rank 1 (a socket past the hello) of a
+// 2-rank world, for feeding rank 0 what no real rank would send.
+struct WithFakeRank1 {
+  explicit WithFakeRank1(const std::string& prefix,
+                         const std::function<void(TcpOptions&)>& adjust = {})
+      : store(server.address(), kToken, Deadline::after(std::chrono::seconds(10))) {
+    TcpOptions options = options_for(0, 2, prefix);
+    if (adjust) adjust(options);
+    std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options); });
+    fd = fake_rank1(server, prefix, kToken);
+    HelloAck ack{};
+    read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+    t.join();
+  }
+  TcpStoreServer server{kToken};
+  TcpStoreClient store;
+  std::unique_ptr<TcpTransport> rank0;
+  Fd fd;
+};
+
 }  // namespace
 
 TEST_CASE("tcp: strangers with a wrong token or garbage are refused; the job goes on") {
@@ -512,16 +532,9 @@ TEST_CASE("tcp: strangers with a wrong token or garbage are refused; the job goe
 }
 
 TEST_CASE("tcp: with isolated peer failures, a lost connection fails only that peer") {
-  TcpStoreServer server(kToken);
-  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
-  std::unique_ptr<TcpTransport> rank0;
-  TcpOptions options = options_for(0, 2, "lost/");
-  options.isolate_peer_failures = true;
-  std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options); });
-  Fd fd = fake_rank1(server, "lost/", kToken);
-  HelloAck ack{};
-  read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
-  t.join();
+  WithFakeRank1 pair("lost/", [](TcpOptions& o) { o.isolate_peer_failures = true; });
+  auto& rank0 = pair.rank0;
+  auto& fd = pair.fd;
   std::vector<std::byte> got(16);
   auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
   fd.reset();  // dies without a goodbye
@@ -537,14 +550,9 @@ TEST_CASE("tcp: with isolated peer failures, a lost connection fails only that p
 
 TEST_CASE("tcp: a malformed frame or a lost connection is a peer failure naming the peer") {
   for (bool malformed : {true, false}) {
-    TcpStoreServer server(kToken);
-    TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
-    std::unique_ptr<TcpTransport> rank0;
-    std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options_for(0, 2, "m/")); });
-    Fd fd = fake_rank1(server, "m/", kToken);
-    HelloAck ack{};
-    read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
-    t.join();
+    WithFakeRank1 pair("m/");
+    auto& rank0 = pair.rank0;
+    auto& fd = pair.fd;
     std::vector<std::byte> got(16);
     auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
     if (malformed) {
@@ -567,14 +575,9 @@ TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent
   // Rank 1 sends its part of call #3 and dies (no goodbye) while rank 0 is
   // still in #3: rank 0 takes that part, and fails at once what #3 still
   // wants from rank 1 that never came, and every later call.
-  TcpStoreServer server(kToken);
-  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
-  std::unique_ptr<TcpTransport> rank0;
-  std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options_for(0, 2, "d/")); });
-  Fd fd = fake_rank1(server, "d/", kToken);
-  HelloAck ack{};
-  read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
-  t.join();
+  WithFakeRank1 pair("d/");
+  auto& rank0 = pair.rank0;
+  auto& fd = pair.fd;
   const uint32_t tag = (5u << Spared::kSpaceShift) | 1, other_tag = tag + 1;
   rank0->board().slot(tag).enter(sig_of(3, 16));
   std::vector<std::byte> never(16);
