@@ -406,7 +406,9 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
   };
   auto watch = [&] {
     SharedCounter& w = summed ? total(c) : counter(behind, c);
-    return Watch{&w.value, &w.sleepers, summed ? -1 : behind};
+    // A summed wait sleeps on the total, and health-checks a rank that has
+    // not posted yet (each rank's own count is set before the total).
+    return Watch{&w.value, &w.sleepers, summed ? first_behind(c, value, 0) : behind};
   };
   wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
 }
