@@ -359,10 +359,10 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
   auto announce_at = Clock::now() + Transport::kAnnounceAfter;
   while (true) {
     // A peer that died, aborted or left (destroyed its communicator) ends
-    // the wait at once: none of them will ever post its part. Where the wait
-    // is on one rank's post, only that rank is asked: one that died after
-    // posting its part (a failure that spares this call, Spared) does not
-    // end a wait on another's.
+    // the wait at once: none of them will ever post its part. Only a rank
+    // that has not posted yet is asked (watch().rank; all when none is
+    // known): one that died after posting its part (a failure that spares
+    // this call, Spared) does not end a wait on another's.
     if (spec.control) {
       const int watched = watch().rank;
       const int awaited = watched == rank_ ? -1 : watched;
