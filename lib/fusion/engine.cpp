@@ -263,7 +263,7 @@ bool Engine::cycle() {
   std::vector<FusedPtr> ready = negotiate(stop);
   execute(std::move(ready), Clock::now());
   if (stop) {
-    stop_with(stop);
+    stop_with(naming_pending(stop));
     return false;
   }
   return true;
@@ -533,6 +533,9 @@ std::exception_ptr Engine::naming_pending(std::exception_ptr error) const {
   try {
     std::rethrow_exception(error);
   } catch (const IoError& e) {
+    // Negotiation's own verdicts name the tensors already, with the ranks
+    // that lacked them; one that could not (no round compared lists) does not.
+    if (std::string_view(e.what()).find("tensor '") != std::string_view::npos) return error;
     std::string text = fmt::format("{}; this fails rank {}'s tensor{} ", e.what(), rank_,
                                    specs.size() == 1 ? "" : "s");
     for (std::size_t i = 0; i < specs.size() && i < kMaxListed; ++i)

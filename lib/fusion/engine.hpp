@@ -166,9 +166,9 @@ class Engine {
   void forget_idle_names_locked();
   // Fails every pending tensor and stops the engine with `error`.
   void stop_with(std::exception_ptr error);
-  // A communicator failure met mid-cycle (a peer left, died or aborted)
-  // names the call and the rank; the same failure with the tensors it fails
-  // here named, since those are what the user submitted.
+  // A failure met mid-cycle (a peer left, died or aborted) names the call
+  // and the rank; the same failure with the tensors it fails here named,
+  // since those are what the user submitted (unless it names tensors already).
   std::exception_ptr naming_pending(std::exception_ptr error) const;
   bool triggered_locked() const;
   Deadline deadline() const;
