@@ -259,17 +259,17 @@ void Engine::run_cycle_locked() {
 }
 
 bool Engine::cycle() {
-  std::exception_ptr stop;
+  Stop stop;
   std::vector<FusedPtr> ready = negotiate(stop);
   execute(std::move(ready), Clock::now());
-  if (stop) {
-    stop_with(naming_pending(stop));
+  if (stop.error) {
+    stop_with(stop.names_tensors ? stop.error : naming_pending(stop.error));
     return false;
   }
   return true;
 }
 
-std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
+std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
   const auto start = Clock::now();
   bool has_new = false, stall = false, timed_out = false, shutting_down;
   std::vector<uint8_t> vec(kFlagCount + known_.size(), 0);
@@ -370,7 +370,8 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
                    {{"path", "full"}, {"ready", agreement.ready.size()}});
 
   if (agreement.mismatch) {
-    stop = io_error(CHORUS_ERR_MISMATCH, "fused allreduce: " + describe(*agreement.mismatch));
+    stop = {io_error(CHORUS_ERR_MISMATCH, "fused allreduce: " + describe(*agreement.mismatch)),
+            true};
     return {};
   }
   auto listed = [&](const std::string& lead) {
@@ -390,10 +391,11 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
     stall_round = stall_round || report.has(kStallCheck);
   }
   if (!timed_out_ranks.empty() && !agreement.missing.empty()) {
-    stop = io_error(CHORUS_ERR_TIMEOUT,
-                    listed(fmt::format("fused allreduce: not every rank submitted its tensors "
-                                       "within CHORUS_TIMEOUT ({} s): ",
-                                       options_.timeout_s)));
+    stop = {io_error(CHORUS_ERR_TIMEOUT,
+                     listed(fmt::format("fused allreduce: not every rank submitted its tensors "
+                                        "within CHORUS_TIMEOUT ({} s): ",
+                                        options_.timeout_s))),
+            true};
     return {};
   }
   if (stall_round) {
@@ -407,8 +409,9 @@ std::vector<FusedPtr> Engine::negotiate(std::exception_ptr& stop) {
     const std::string lead =
         fmt::format("fused allreduce: {} shut down the fusion engine (destroyed the communicator)",
                     rank_names(stopping_ranks));
-    stop = io_error(CHORUS_ERR_PEER_FAILURE,
-                    agreement.missing.empty() ? lead : listed(lead + " while "));
+    stop = {io_error(CHORUS_ERR_PEER_FAILURE,
+                     agreement.missing.empty() ? lead : listed(lead + " while ")),
+            !agreement.missing.empty()};
   }
   std::unordered_map<std::string_view, const FusedPtr*> pending_by_name;
   for (const auto& t : pending_) pending_by_name.emplace(t->name(), &t);
@@ -533,9 +536,6 @@ std::exception_ptr Engine::naming_pending(std::exception_ptr error) const {
   try {
     std::rethrow_exception(error);
   } catch (const IoError& e) {
-    // Negotiation's own verdicts name the tensors already, with the ranks
-    // that lacked them; one that could not (no round compared lists) does not.
-    if (std::string_view(e.what()).find("tensor '") != std::string_view::npos) return error;
     std::string text = fmt::format("{}; this fails rank {}'s tensor{} ", e.what(), rank_,
                                    specs.size() == 1 ? "" : "s");
     for (std::size_t i = 0; i < specs.size() && i < kMaxListed; ++i)

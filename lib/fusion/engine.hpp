@@ -155,7 +155,13 @@ class Engine {
   bool cycle();
   // The tensors to reduce now, in order; sets stop when the engine must stop
   // after reducing them (or at once: nothing ready).
-  std::vector<FusedPtr> negotiate(std::exception_ptr& stop);
+  // A verdict that ends the engine, and whether its text names the tensors
+  // it fails already (negotiation's mismatch, timeout and stall verdicts do).
+  struct Stop {
+    std::exception_ptr error;
+    bool names_tensors = false;
+  };
+  std::vector<FusedPtr> negotiate(Stop& stop);
   void execute(std::vector<FusedPtr> ready, Clock::time_point agreed);
   void run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes, Clock::time_point agreed);
   // Completes a bucket's tensors and forgets them; names reduced for the
@@ -168,7 +174,7 @@ class Engine {
   void stop_with(std::exception_ptr error);
   // A failure met mid-cycle (a peer left, died or aborted) names the call
   // and the rank; the same failure with the tensors it fails here named,
-  // since those are what the user submitted (unless it names tensors already).
+  // since those are what the user submitted.
   std::exception_ptr naming_pending(std::exception_ptr error) const;
   bool triggered_locked() const;
   Deadline deadline() const;

@@ -354,35 +354,32 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
   // of failing it at the peers that were still inside.
   p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().started());
+  fail_requests_with_locked(p, p.lost);  // its unexpected frames stay for the spared calls
+}
+
+void TcpTransport::fail_requests_with_locked(Peer& p, std::exception_ptr error) {
   for (auto& [tag, queue] : p.posted)
-    for (auto& recv : queue) recv.request->completion().fail(p.lost);
+    for (auto& recv : queue) recv.request->completion().fail(error);
   p.posted.clear();
-  if (p.rx.request) {  // its frame was cut short
-    p.rx.request->completion().fail(p.lost);
+  if (p.rx.request) {  // a frame cut short, or drained from now on
+    p.rx.request->completion().fail(error);
     p.rx.request.reset();
   }
-  drop_sends_locked(p, p.lost, [](const RequestPtr&) { return false; });
+  drop_sends_locked(p, error, [](const RequestPtr&) { return false; });
 }
 
 void TcpTransport::fail_peer_locked(int peer, std::exception_ptr error) {
   Peer& p = peers_[peer];
   if (p.failure) return;
   p.failure = error;
-  for (auto& [tag, queue] : p.posted)
-    for (auto& recv : queue) recv.request->completion().fail(error);
-  p.posted.clear();
+  fail_requests_with_locked(p, error);
   p.unexpected.clear();
-  if (p.rx.request) {
-    p.rx.request->completion().fail(error);
-    p.rx.request.reset();
-  }
   p.rx.dst = nullptr;  // a frame still arriving drains into nothing, even a parked one
   p.rx.keep = false;
   if (p.rx.awaiting_recv) {
     p.rx.awaiting_recv = false;
     update_interest(peer);
   }
-  drop_sends_locked(p, error, [](const RequestPtr&) { return false; });
 }
 
 // Fails every request, now and later, but those of the calls `spared` covers

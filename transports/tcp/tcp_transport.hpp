@@ -182,6 +182,9 @@ class TcpTransport final : public Transport {
   void fail_all_locked(std::exception_ptr error, const Spared& spared);
   // isolate_peer_failures: fails what involves `peer` (now and later) only.
   void fail_peer_locked(int peer, std::exception_ptr error);
+  // Fails the receives posted from `p` (and the one it is filling) and the
+  // sends queued to it; peer_lost and fail_peer_locked share it.
+  void fail_requests_with_locked(Peer& p, std::exception_ptr error);
   // Fails the sends queued to p that `spares` does not keep.
   void drop_sends_locked(Peer& p, const std::exception_ptr& error,
                          const std::function<bool(const RequestPtr&)>& spares);
