@@ -15,12 +15,14 @@
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
+#include "tests/common/first_error.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/tcp/wire.hpp"
 
 using namespace chorus;
 using namespace chorus::tcp;
+using chorus::test::first_error;
 
 namespace {
 
@@ -74,22 +76,6 @@ void close_world(std::vector<std::unique_ptr<TcpTransport>>& world) {
 
 void wait(Transport& t, const RequestPtr& r) {
   wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
-}
-
-// Calls `check` until it throws an IoError (what arrives in the background:
-// a notice, an announcement), for at most 20 s; the error, or none.
-template <typename Check>
-std::optional<IoError> first_error(Check&& check) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      check();
-    } catch (const IoError& e) {
-      return e;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return std::nullopt;
 }
 
 chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* message = nullptr) {

@@ -15,6 +15,7 @@
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
+#include "tests/common/first_error.hpp"
 #include "transports/ucx/ucx_tls.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
@@ -22,6 +23,7 @@ extern char** environ;
 
 using namespace chorus;
 using namespace chorus::ucx;
+using chorus::test::first_error;
 
 namespace {
 
@@ -425,32 +427,42 @@ TEST_CASE("ucx: shared memory is used only where allowed") {
 
 namespace {
 
-// Path of the ucx_peer helper, built next to this test.
-std::string peer_helper() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ucx_peer").string();
+// Starts the ucx_peer helper (built next to this test) as rank 1 of a
+// two-rank world under `prefix`, with `extra` arguments; its pid.
+pid_t spawn_peer(const TcpStoreServer& server, const std::string& prefix,
+                 const std::vector<std::string>& extra = {}) {
+  const std::string exe =
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ucx_peer").string();
+  REQUIRE(std::filesystem::exists(exe));
+  std::vector<std::string> args = {exe, server.address(), kToken, prefix, "1", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  REQUIRE(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
+  return child;
+}
+
+// Rank 0 of that world, in this process; kills the child if set-up fails.
+std::unique_ptr<UcxTransport> join_peer(TcpStoreClient& store, const std::string& prefix,
+                                        pid_t child) {
+  try {
+    return std::make_unique<UcxTransport>(store, options_for(0, 2, prefix));
+  } catch (...) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    throw;
+  }
 }
 
 }  // namespace
 
 TEST_CASE("ucx: a peer process killed with SIGKILL is a peer failure naming it") {
   TcpStoreServer server(kToken);
-  std::string exe = peer_helper();
-  REQUIRE(std::filesystem::exists(exe));
-  std::vector<std::string> args = {exe, server.address(), kToken, "kill/", "1", "2"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t child = -1;
-  REQUIRE(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
+  const pid_t child = spawn_peer(server, "kill/");
   TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(20)));
-  std::unique_ptr<UcxTransport> rank0;
-  try {
-    rank0 = std::make_unique<UcxTransport>(store, options_for(0, 2, "kill/"));
-  } catch (...) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    throw;
-  }
+  auto rank0 = join_peer(store, "kill/", child);
   std::vector<std::byte> got(16);
   auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
   store.get("kill/ready/1", Deadline::after(std::chrono::seconds(20)));
@@ -461,5 +473,45 @@ TEST_CASE("ucx: a peer process killed with SIGKILL is a peer failure naming it")
   CHECK_THAT(message, Catch::Contains("rank 1 failed"));
   INFO(message);
   CHECK_THROWS_AS(rank0->check_failed(), IoError);
+  rank0.reset();
+}
+
+TEST_CASE("ucx: a rank that dies spares the calls in progress here: what it sent is taken") {
+  // Rank 1 sends its part of call #3 and is killed while rank 0 is still in
+  // #3: rank 0 takes that part, and fails at once what #3 still wants from
+  // rank 1 that never came, and every later call.
+  TcpStoreServer server(kToken);
+  const uint32_t tag = (5u << Spared::kSpaceShift) | 1, other_tag = tag + 1;
+  const pid_t child = spawn_peer(server, "died/", {std::to_string(tag)});
+  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(20)));
+  auto rank0 = join_peer(store, "died/", child);
+  rank0->board().slot(tag).enter(sig_of(3, 16));
+  std::vector<std::byte> never(16);
+  auto posted = rank0->irecv(1, other_tag, sig_of(3, 16), never);  // rank 1 never sends it
+  store.get("died/ready/1", Deadline::after(std::chrono::seconds(20)));
+  wait_for_arrival(*rank0, 1, tag);  // what this test is about: its part is here
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::string message;
+  CHECK(error_code(*rank0, posted, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  REQUIRE(first_error([&] { rank0->check_failed(); }));
+  // Call #3 is spared: its part from rank 1, which arrived, is taken...
+  CHECK_NOTHROW(rank0->check_call(tag, sig_of(3, 16)));
+  std::vector<std::byte> got(16), part(16);
+  for (std::size_t i = 0; i < part.size(); ++i) part[i] = static_cast<std::byte>(i * 7 + 3);
+  auto arrived = rank0->irecv(1, tag, sig_of(3, 16), got);
+  CHECK(error_code(*rank0, arrived) == CHORUS_SUCCESS);
+  CHECK(got == part);
+  // ...a second receive from it in #3 fails at once (nothing more comes)...
+  auto more = rank0->irecv(1, tag, sig_of(3, 16), got);
+  CHECK(error_code(*rank0, more, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  // ...and so does a send to it, and call #4 is not spared.
+  auto send = rank0->isend(1, tag, sig_of(3, 16), part);
+  CHECK(error_code(*rank0, send, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  CHECK_THROWS(rank0->check_call(tag, sig_of(4, 16)));
+  rank0->board().slot(tag).leave(sig_of(3, 16), false);
   rank0.reset();
 }

@@ -94,6 +94,35 @@ void UcxTransport::peer_failed_locked(int peer, const std::string& why) {
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
 }
 
+void UcxTransport::peer_died_locked(int peer, std::string why) {
+  deaths_.emplace_back(peer, std::move(why));
+}
+
+// A peer's death, once every event UCX had for it is handled (see the header).
+void UcxTransport::settle_death_locked(int peer, const std::string& why) {
+  Peer& p = peers_[peer];
+  if (p.gone) return;
+  if (closing_ || p.said_goodbye || p.failure) {
+    peer_failed_locked(peer, why);
+    return;
+  }
+  close_ep_locked(peer, true);
+  p.gone = true;
+  std::string message = fmt::format("peer failure: rank {} failed: {}", peer, why);
+  log().error("{}", message);
+  p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().started());
+  // What it sent has been taken in: what a spared call still wants from it,
+  // or still sends it, fails now.
+  for (auto& [raw, op] : p.ops)
+    if (!op->drain && !op->control) fail_op(op.get(), p.lost);
+}
+
+std::exception_ptr UcxTransport::gone_error(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.lost ? p.lost : left_error(peer);
+}
+
 void UcxTransport::fail_all_locked(std::exception_ptr error, const Spared& spared) {
   if (!failure_) {
     failure_ = error;
@@ -110,12 +139,24 @@ void UcxTransport::fail_all_locked(std::exception_ptr error, const Spared& spare
 // the result code), so that a rank which exits after a failure is never
 // mistaken by the others for the rank that failed first. The notices are
 // pushed out by flush_notices_locked, outside event handling.
+//
+// A later failure that spares less narrows what is spared, fails what no
+// longer is and tells the peers again with the first failure's code and
+// message, as the TCP transport does: the spared calls only shrink, so the
+// notices end.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
-  bool first = !failure_;
-  fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
-  if (!first) return;
-  const std::string text = encode_notice(message, spared, kMaxReason);
+  if (!failure_) {
+    failure_code_ = code;
+    failure_text_ = message;
+    fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
+  } else {
+    const Spared narrowed = spared_.narrowed_by(spared);
+    if (narrowed == spared_) return;
+    spared_ = narrowed;
+    fail_all_locked(failure_, spared_);
+  }
+  const std::string text = encode_notice(failure_text_, spared_, kMaxReason);
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
     if (peer == options_.rank || !p.ep || p.gone || p.failure) continue;
@@ -279,7 +320,7 @@ void UcxTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) 
   std::lock_guard lock(mu_);
   const Peer& p = peers_[static_cast<std::size_t>(peer)];
   if (p.failure) std::rethrow_exception(p.failure);
-  if (p.said_goodbye || p.gone) std::rethrow_exception(left_error(peer));
+  if (p.said_goodbye || p.gone) std::rethrow_exception(gone_error(peer));
 }
 
 // Sleeps on the worker's event fd (and on wake_fd_, written when another

@@ -233,10 +233,10 @@ void UcxTransport::watch_peers_locked() {
     bool alive = read_process(p.watch_pid, &state, &start) && start == p.watch_start &&
                  state != 'Z' && state != 'X';
     if (!alive)
-      peer_failed_locked(
-          peer, fmt::format("its process (pid {}) ended without a goodbye to rank {}", p.watch_pid,
-                            options_.rank));
+      peer_died_locked(peer, fmt::format("its process (pid {}) ended without a goodbye to rank {}",
+                                         p.watch_pid, options_.rank));
   }
+  process_events_locked();  // settles the deaths found
 }
 
 // Messages nobody will receive (a failed job's leftovers) are received into

@@ -92,6 +92,7 @@ RequestPtr UcxTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
   std::lock_guard lock(mu_);
   Peer& p = peers_[peer];
   std::exception_ptr refusal = refusal_locked(p, tag, sig);
+  if (!refusal && p.lost) refusal = p.lost;
   if (!refusal && (p.gone || p.said_goodbye || !p.ep))
     refusal = io_error(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} cannot send to rank {}: it "
                                                             "has left the job",
@@ -167,12 +168,13 @@ RequestPtr UcxTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
   else
     op->lead = request;
   if (op->lead && (p.said_goodbye || p.gone)) {
-    // What the peer sent before its goodbye still matches (the cancel does
-    // nothing then); anything else never comes.
+    // What the peer sent before its goodbye (or death) still matches (the
+    // cancel does nothing then); anything else never comes.
     op->cancel_error =
-        io_error(CHORUS_ERR_PEER_FAILURE,
-                 fmt::format("rank {} cannot receive from rank {}: it has left the job",
-                             options_.rank, peer));
+        p.lost ? p.lost
+               : io_error(CHORUS_ERR_PEER_FAILURE,
+                          fmt::format("rank {} cannot receive from rank {}: it has left the job",
+                                      options_.rank, peer));
     ucp_request_cancel(worker_, op->lead);
   }
   process_events_locked();
@@ -278,10 +280,25 @@ void UcxTransport::process_events_locked() {
       events_.push_back({nullptr, Part::ep_error, nullptr, status, 0, 0, peer});
     ep_errors_.clear();
   }
-  while (!events_.empty()) {
-    std::vector<Event> batch;
-    batch.swap(events_);
-    for (const Event& e : batch) handle_event(e);
+  bool drained = false;
+  while (true) {
+    while (!events_.empty()) {
+      std::vector<Event> batch;
+      batch.swap(events_);
+      for (const Event& e : batch) handle_event(e);
+    }
+    if (deaths_.empty()) break;
+    if (!drained) {
+      // Whatever a dead peer sent that UCX holds (shared memory it wrote,
+      // frames read) is handled before its death is.
+      for (int i = 0; i < 4096 && ucp_worker_progress(worker_) != 0; ++i) {
+      }
+      drained = true;
+      continue;
+    }
+    auto [peer, why] = std::move(deaths_.front());
+    deaths_.erase(deaths_.begin());
+    settle_death_locked(peer, why);
   }
   if (wake_pending_) {
     wake_pending_ = false;
@@ -292,8 +309,8 @@ void UcxTransport::process_events_locked() {
 
 void UcxTransport::handle_event(const Event& e) {
   if (e.part == Part::ep_error) {
-    peer_failed_locked(e.peer, fmt::format("UCX reports '{}' on the endpoint from rank {} to it",
-                                           ucs_status_string(e.status), options_.rank));
+    peer_died_locked(e.peer, fmt::format("UCX reports '{}' on the endpoint from rank {} to it",
+                                         ucs_status_string(e.status), options_.rank));
     return;
   }
   if (e.part == Part::control) {
@@ -317,7 +334,7 @@ void UcxTransport::handle_event(const Event& e) {
     if (e.status != UCS_OK && !op->done()) {
       Peer& p = peers_[op->peer()];
       std::exception_ptr error = failure_ ? failure_ : p.failure;
-      if (!error && (p.said_goodbye || p.gone)) error = left_error(op->peer());
+      if (!error && (p.said_goodbye || p.gone)) error = gone_error(op->peer());
       if (!error)
         error = io_error(CHORUS_ERR_PEER_FAILURE,
                          fmt::format("rank {}: sending to rank {} failed: UCX reports '{}'",

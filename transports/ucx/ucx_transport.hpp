@@ -32,8 +32,16 @@
 // namespace: /proc/<pid>/stat, every 500 ms); otherwise endpoints use
 // UCP_ERR_HANDLING_MODE_PEER and UCX reports a dead peer. (Thread ranks of one
 // process are not watched; fail_peer() is for what another channel sees.)
-// Either way a dead peer, a peer's abort notice or a malformed message fails
-// every request (IoError naming the peer) and the other peers are told.
+// Either way a peer's abort notice or a malformed message fails every request
+// (IoError naming the peer) and the other peers are told. A dead peer does
+// too, but first everything it sent that UCX already holds is taken in (the
+// worker is progressed until idle), and its death spares the calls this rank
+// is in or finished last (CallBoard::started): a receive those calls post
+// from it still takes what arrived, and fails at once if nothing did; the
+// call that fails so narrows what is spared here and at the peers. So a rank
+// killed just after it finished a call does not fail that call at a peer
+// still finishing it. (Over shared memory what it wrote stays readable; a
+// rendezvous it did not finish fails.)
 // fail_peer() fails only what involves one peer. Failed receives are
 // cancelled inside UCX; a send cannot be in mode NONE (it only reads).
 //
@@ -163,6 +171,7 @@ class UcxTransport final : public Transport {
     ucp_ep_h ep = nullptr;
     bool hello = false, said_goodbye = false, gone = false;
     std::exception_ptr failure;  // fail_peer: every request with this peer fails
+    std::exception_ptr lost;     // it died: what its requests fail with (gone is set too)
     OpPtr goodbye;               // our goodbye to it
     int64_t watch_pid = 0;       // its process, when we can watch it (else 0)
     uint64_t watch_start = 0;
@@ -207,6 +216,12 @@ class UcxTransport final : public Transport {
   void adopt(const OpPtr& op);
   void close_ep_locked(int peer, bool force);
   void peer_failed_locked(int peer, const std::string& why);
+  // A peer's process ended (watch) or UCX reports its endpoint failed: queued
+  // in deaths_, settled by process_events_locked once no event is pending.
+  void peer_died_locked(int peer, std::string why);
+  void settle_death_locked(int peer, const std::string& why);
+  // What a request to or from a peer that is gone fails with.
+  std::exception_ptr gone_error(int peer) const;
   void fail_all_locked(std::exception_ptr error, const Spared& spared);
   // The failure of the transport, or of the peer, that a new request of this
   // call meets (null: none).
@@ -254,8 +269,11 @@ class UcxTransport final : public Transport {
   std::vector<OpPtr> notices_;      // abort notices still going out
   ControlMessage control_msg_{};    // where the posted control receive lands
   void* control_req_ = nullptr;
-  std::exception_ptr failure_;  // once set, every request fails with it...
-  Spared spared_;               // ...but those of the calls it spares
+  std::vector<std::pair<int, std::string>> deaths_;  // peer_died_locked: not settled yet
+  std::exception_ptr failure_;                       // once set, every request fails with it...
+  Spared spared_;                                    // ...but those of the calls it spares
+  chorus_result_t failure_code_ = CHORUS_SUCCESS;    // the first failure's, for later notices
+  std::string failure_text_;
   std::atomic<bool> failed_{false};
   bool closing_ = false, tearing_down_ = false, flushing_ = false, notices_pending_ = false;
   bool wake_pending_ = false;
