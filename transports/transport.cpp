@@ -11,6 +11,21 @@
 
 namespace chorus {
 
+bool FailureRecord::take(chorus_result_t code_in, const std::string& message,
+                         const std::string& local_message, const Spared& spared_in) {
+  if (!error) {
+    error = io_error(code_in, local_message.empty() ? message : local_message);
+    spared = spared_in;
+    code = code_in;
+    text = message;
+    return true;
+  }
+  Spared narrowed = spared.narrowed_by(spared_in);
+  if (narrowed == spared) return false;
+  spared = std::move(narrowed);
+  return true;
+}
+
 void Transport::abort(const std::string& reason) {
   fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
 }

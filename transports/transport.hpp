@@ -83,6 +83,29 @@ struct Spared {
   }
 };
 
+// A transport's failure: the first one's error, and its code and message as
+// the notices carry them, and the calls it still spares.
+struct FailureRecord {
+  std::exception_ptr error;  // once set, every request fails with it...
+  Spared spared;             // ...but those of the calls it spares
+  chorus_result_t code = CHORUS_SUCCESS;
+  std::string text;
+
+  explicit operator bool() const { return error != nullptr; }
+  // Whether it refuses a request of this call.
+  bool refuses(uint32_t tag, const CallSignature& sig) const {
+    return error && !spared.covers(tag, sig);
+  }
+  // Takes in a failure: the first is kept (its error says `local_message`
+  // if not empty); a later one that spares less narrows what is spared (a
+  // spared call failed here after all, or a notice that spares less), and
+  // the first failure stays what is reported. Returns whether anything
+  // changed: then the transport fails what is no longer spared and tells
+  // its peers again. The spared calls only shrink, so the notices end.
+  bool take(chorus_result_t code, const std::string& message, const std::string& local_message,
+            const Spared& spared);
+};
+
 // A failure notice on the wire: the spared calls, then the message, in at
 // most max_bytes (the message is cut to fit). decode_notice returns false for
 // a payload that is not one.

@@ -65,11 +65,6 @@ FUSED = {"none", "killed", "exited", "destroyed", "aborted", "stalled", "count",
 # Faults that need the connections to be the transport's own TCP sockets
 # (fault_rank.c finds them by the process's sockets): not over UCX.
 TCP_ONLY = {"malformed-frame", "truncated"}
-# Faults whose verdict rests on a dead rank's death sparing the calls in
-# flight, which needs its stream read to the end (TCP, and shared memory over
-# TCP): over UCX a peer still finishing the call fails it (docs/architecture.md,
-# "One verdict per call", open).
-SPARED_BY_DEATH = {"killed-after"}
 # Cases whose cause is known and not fixed yet: reported as "open" with the
 # reason, not counted as failures; one that passes is reported so that the
 # entry goes. Keys: (fault, transport, size, np), None matching any.
@@ -276,7 +271,7 @@ def main():
           f"{'codes (rank:code)':<24} {'slowest ms':>10}  result")
     for fault in faults:
         for transport in args.transports.split(","):
-            if fault in TCP_ONLY | SPARED_BY_DEATH and transport not in ("tcp", "shm"):
+            if fault in TCP_ONLY and transport not in ("tcp", "shm"):
                 continue
             for size in args.sizes.split(","):
                 for np in (int(n) for n in args.np.split(",")):

@@ -48,7 +48,7 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
   auto request = std::make_shared<Request>(peer, true, tag, sig, data.size());
   std::lock_guard lock(mu_);
   if (refused_locked(tag, sig)) {
-    request->completion().fail(failure_);
+    request->completion().fail(failure_.error);
     return request;
   }
   if (peers_[peer].failure) {
@@ -118,7 +118,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
   auto request = std::make_shared<Request>(peer, false, tag, sig, data.size());
   std::lock_guard lock(mu_);
   if (refused_locked(tag, sig)) {
-    request->completion().fail(failure_);
+    request->completion().fail(failure_.error);
     return request;
   }
   Peer& p = peers_[peer];
@@ -152,7 +152,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     set_aside_parked(peer);
     pump_rx(peer);
     if (refused_locked(tag, sig)) {
-      request->completion().fail(failure_);
+      request->completion().fail(failure_.error);
       return request;
     }
   }
@@ -382,16 +382,14 @@ void TcpTransport::fail_peer_locked(int peer, std::exception_ptr error) {
   }
 }
 
-// Fails every request, now and later, but those of the calls `spared` covers
-// (the first failure's). A receive in progress keeps draining its frame from
-// the socket, but no longer into the user's buffer.
-void TcpTransport::fail_all_locked(std::exception_ptr error, const Spared& spared) {
-  if (!failure_) {
-    failure_ = error;
-    spared_ = spared;
-  }
+// Fails every request, now and later, but those of the calls failure_
+// spares. A receive in progress keeps draining its frame from the socket, but
+// no longer into the user's buffer.
+void TcpTransport::fail_all_locked() {
   has_failure_.store(true, std::memory_order_release);
-  auto spares = [&](const RequestPtr& r) { return spared_.covers(r->tag(), r->signature()); };
+  auto spares = [&](const RequestPtr& r) {
+    return failure_.spared.covers(r->tag(), r->signature());
+  };
   for (auto& p : peers_) {
     for (auto& [tag, queue] : p.posted) {
       std::deque<PostedRecv> kept;
@@ -399,18 +397,18 @@ void TcpTransport::fail_all_locked(std::exception_ptr error, const Spared& spare
         if (spares(recv.request))
           kept.push_back(recv);
         else
-          recv.request->completion().fail(failure_);
+          recv.request->completion().fail(failure_.error);
       }
       queue = std::move(kept);
     }
     // Unexpected frames stay: a spared call may still take them.
     if (p.rx.request && !spares(p.rx.request)) {
-      p.rx.request->completion().fail(failure_);
+      p.rx.request->completion().fail(failure_.error);
       p.rx.request.reset();
       if (p.rx.in_payload) p.rx.dst = nullptr;
     }
     if (p.rx.in_payload && static_cast<FrameType>(p.rx.header.type) == FrameType::data &&
-        !p.rx.request && !spared_.covers(p.rx.header.tag, p.rx.header.sig)) {
+        !p.rx.request && !failure_.spared.covers(p.rx.header.tag, p.rx.header.sig)) {
       p.rx.dst = nullptr;  // drain the rest of an unexpected frame too
       p.rx.keep = false;
       if (p.rx.awaiting_recv) {
@@ -418,7 +416,7 @@ void TcpTransport::fail_all_locked(std::exception_ptr error, const Spared& spare
         update_interest(static_cast<int>(&p - peers_.data()));
       }
     }
-    drop_sends_locked(p, failure_, spares);  // spared sends go on
+    drop_sends_locked(p, failure_.error, spares);  // spared sends go on
   }
 }
 
@@ -460,7 +458,7 @@ void TcpTransport::check_failed() {
   std::exception_ptr failure;
   {
     std::lock_guard lock(mu_);
-    failure = failure_;
+    failure = failure_.error;
   }
   std::rethrow_exception(failure);
 }
@@ -471,7 +469,7 @@ void TcpTransport::check_call(uint32_t tag, const CallSignature& sig) {
   {
     std::lock_guard lock(mu_);
     if (!refused_locked(tag, sig)) return;
-    failure = failure_;
+    failure = failure_.error;
   }
   std::rethrow_exception(failure);
 }
@@ -479,7 +477,7 @@ void TcpTransport::check_call(uint32_t tag, const CallSignature& sig) {
 void TcpTransport::announce(int peer, uint32_t tag, const CallSignature& sig) {
   std::lock_guard lock(mu_);
   Peer& p = peers_[static_cast<std::size_t>(peer)];
-  if (failure_ || p.gone || !p.fd) return;
+  if (failure_.error || p.gone || !p.fd) return;
   SendOp op;
   op.header = make_frame(FrameType::announce, tag, 0, sig);
   enqueue_locked(peer, std::move(op));
@@ -488,7 +486,7 @@ void TcpTransport::announce(int peer, uint32_t tag, const CallSignature& sig) {
 
 void TcpTransport::send_status_locked(int peer, uint32_t tag) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
-  if (failure_ || p.gone || !p.fd) return;
+  if (failure_.error || p.gone || !p.fd) return;
   const CallProgress mine = board().progress(tag);
   const StatusPayload payload{mine.finished, mine.waiting_on, 0};
   SendOp op;
@@ -523,7 +521,7 @@ void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
 
 Spared TcpTransport::spared() const {
   std::lock_guard lock(mu_);
-  return spared_;
+  return failure_.spared;
 }
 
 void TcpTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {
@@ -553,23 +551,14 @@ void TcpTransport::fail(chorus_result_t code, const std::string& message, const 
 // carries the result code), so that a rank which exits after a failure is
 // never mistaken by the others for the rank that failed first.
 //
-// A later failure that spares less (a spared call failed here after all, or a
-// notice that spares less) narrows what is spared, fails what no longer is,
-// and tells the peers again, with the first failure's code and message: the
-// spared calls only ever shrink, so the notices end.
+// A later failure that spares less narrows what is spared (FailureRecord),
+// fails what no longer is, and tells the peers again, with the first
+// failure's code and message.
 void TcpTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
-  if (!failure_) {
-    failure_code_ = code;
-    failure_text_ = message;
-    fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
-  } else {
-    const Spared narrowed = spared_.narrowed_by(spared);
-    if (narrowed == spared_) return;
-    spared_ = narrowed;
-    fail_all_locked(failure_, spared_);
-  }
-  const std::string text = encode_notice(failure_text_, spared_, kMaxAbortReason);
+  if (!failure_.take(code, message, local_message, spared)) return;
+  fail_all_locked();
+  const std::string text = encode_notice(failure_.text, failure_.spared, kMaxAbortReason);
   auto is_notice = [](const SendOp& op) {
     return static_cast<FrameType>(op.header.type) == FrameType::abort;
   };
@@ -577,7 +566,7 @@ void TcpTransport::fail_and_notify_locked(chorus_result_t code, const std::strin
     Peer& p = peers_[peer];
     if (peer == options_.rank || p.gone || !p.fd) continue;
     SendOp op;
-    op.header = make_frame(FrameType::abort, static_cast<uint32_t>(failure_code_), text.size(),
+    op.header = make_frame(FrameType::abort, static_cast<uint32_t>(failure_.code), text.size(),
                            CallSignature{});
     op.owned.assign(reinterpret_cast<const std::byte*>(text.data()),
                     reinterpret_cast<const std::byte*>(text.data()) + text.size());
@@ -621,7 +610,8 @@ void TcpTransport::close() {
   double wait_s;
   {
     std::lock_guard lock(mu_);
-    wait_s = failure_ ? 2.0 : options_.close_timeout_s;  // a failed job only flushes its abort
+    wait_s =
+        failure_.error ? 2.0 : options_.close_timeout_s;  // a failed job only flushes its abort
   }
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));

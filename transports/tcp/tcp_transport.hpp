@@ -177,9 +177,9 @@ class TcpTransport final : public Transport {
   static bool has_posted_locked(const Peer& p);
   // The transport has failed and the failure does not spare this call.
   bool refused_locked(uint32_t tag, const CallSignature& sig) const {
-    return failure_ && !spared_.covers(tag, sig);
+    return failure_.refuses(tag, sig);
   }
-  void fail_all_locked(std::exception_ptr error, const Spared& spared);
+  void fail_all_locked();
   // isolate_peer_failures: fails what involves `peer` (now and later) only.
   void fail_peer_locked(int peer, std::exception_ptr error);
   // Fails the receives posted from `p` (and the one it is filling) and the
@@ -211,10 +211,7 @@ class TcpTransport final : public Transport {
   mutable std::mutex mu_;  // guards everything below
   std::vector<Peer> peers_;
   std::vector<Stranger> strangers_;
-  std::exception_ptr failure_;                     // once set, every request fails with it...
-  Spared spared_;                                  // ...but those of the calls it spares
-  chorus_result_t failure_code_ = CHORUS_SUCCESS;  // the first failure as peers are told it
-  std::string failure_text_;
+  FailureRecord failure_;  // the first failure, as peers are told it, and what it spares
   std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
   std::atomic<int> announcements_{0};     // announce frames received (read without mu_)
   std::atomic<int> departed_{0};          // peers that said goodbye or are gone (no mu_)

@@ -123,16 +123,13 @@ std::exception_ptr UcxTransport::gone_error(int peer) const {
   return p.lost ? p.lost : left_error(peer);
 }
 
-void UcxTransport::fail_all_locked(std::exception_ptr error, const Spared& spared) {
-  if (!failure_) {
-    failure_ = error;
-    spared_ = spared;
-    failed_.store(true, std::memory_order_release);
-  }
+// Fails every request but those of the calls failure_ spares.
+void UcxTransport::fail_all_locked() {
+  failed_.store(true, std::memory_order_release);
   for (auto& p : peers_)
     for (auto& [raw, op] : p.ops)
-      if (!op->drain && !op->control && !spared_.covers(op->tag(), op->signature()))
-        fail_op(op.get(), failure_);
+      if (!op->drain && !op->control && !failure_.spared.covers(op->tag(), op->signature()))
+        fail_op(op.get(), failure_.error);
 }
 
 // Fails everything here and tells every live peer why (an abort notice with
@@ -140,27 +137,18 @@ void UcxTransport::fail_all_locked(std::exception_ptr error, const Spared& spare
 // mistaken by the others for the rank that failed first. The notices are
 // pushed out by flush_notices_locked, outside event handling.
 //
-// A later failure that spares less narrows what is spared, fails what no
-// longer is and tells the peers again with the first failure's code and
-// message, as the TCP transport does: the spared calls only shrink, so the
-// notices end.
+// A later failure that spares less narrows what is spared (FailureRecord),
+// fails what no longer is and tells the peers again with the first
+// failure's code and message.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
-  if (!failure_) {
-    failure_code_ = code;
-    failure_text_ = message;
-    fail_all_locked(io_error(code, local_message.empty() ? message : local_message), spared);
-  } else {
-    const Spared narrowed = spared_.narrowed_by(spared);
-    if (narrowed == spared_) return;
-    spared_ = narrowed;
-    fail_all_locked(failure_, spared_);
-  }
-  const std::string text = encode_notice(failure_text_, spared_, kMaxReason);
+  if (!failure_.take(code, message, local_message, spared)) return;
+  fail_all_locked();
+  const std::string text = encode_notice(failure_.text, failure_.spared, kMaxReason);
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
     if (peer == options_.rank || !p.ep || p.gone || p.failure) continue;
-    notices_.push_back(send_control_locked(peer, ControlType::abort, code, text));
+    notices_.push_back(send_control_locked(peer, ControlType::abort, failure_.code, text));
   }
   notices_pending_ = true;
 }
@@ -252,7 +240,8 @@ void UcxTransport::close() {
       p.goodbye = send_control_locked(peer, ControlType::goodbye);
   }
   // Wait (bounded) until our goodbyes are out and every peer said goodbye.
-  const double wait_s = failure_ ? 2.0 : options_.close_timeout_s;  // a failed job only flushes
+  const double wait_s =
+      failure_.error ? 2.0 : options_.close_timeout_s;  // a failed job only flushes
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
   bool settled = drive_until(
@@ -300,18 +289,18 @@ void UcxTransport::spin_end() {
 void UcxTransport::check_failed() {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
-  if (failure_) std::rethrow_exception(failure_);
+  if (failure_.error) std::rethrow_exception(failure_.error);
 }
 
 void UcxTransport::check_call(uint32_t tag, const CallSignature& sig) {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
-  if (failure_ && !spared_.covers(tag, sig)) std::rethrow_exception(failure_);
+  if (failure_.error && !failure_.spared.covers(tag, sig)) std::rethrow_exception(failure_.error);
 }
 
 Spared UcxTransport::spared() const {
   std::lock_guard lock(mu_);
-  return spared_;
+  return failure_.spared;
 }
 
 void UcxTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {

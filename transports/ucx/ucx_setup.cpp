@@ -188,8 +188,8 @@ void UcxTransport::connect(Store& store) {
     return true;
   };
   bool ok = drive_until(
-      lock, [&] { return failure_ || all_hellos(); }, deadline);
-  if (failure_) std::rethrow_exception(failure_);
+      lock, [&] { return failure_.error || all_hellos(); }, deadline);
+  if (failure_.error) std::rethrow_exception(failure_.error);
   if (!ok) {
     std::string who;
     for (int j = 0; j < n; ++j)

@@ -333,7 +333,7 @@ void UcxTransport::handle_event(const Event& e) {
   if (op->is_send()) {
     if (e.status != UCS_OK && !op->done()) {
       Peer& p = peers_[op->peer()];
-      std::exception_ptr error = failure_ ? failure_ : p.failure;
+      std::exception_ptr error = failure_.error ? failure_.error : p.failure;
       if (!error && (p.said_goodbye || p.gone)) error = gone_error(op->peer());
       if (!error)
         error = io_error(CHORUS_ERR_PEER_FAILURE,
@@ -358,7 +358,7 @@ void UcxTransport::handle_event(const Event& e) {
     if (e.status == UCS_OK && e.length == op->bytes()) {
       complete_op(op);
     } else if (e.status == UCS_ERR_CANCELED) {
-      fail_op(op, op->cancel_error ? op->cancel_error : failure_);
+      fail_op(op, op->cancel_error ? op->cancel_error : failure_.error);
     } else {
       fail_op(op, io_error(CHORUS_ERR_PEER_FAILURE,
                            fmt::format("rank {}: receiving {} bytes from rank {} failed: {}",
@@ -402,7 +402,7 @@ void UcxTransport::finish_lead_locked(Op* op) {
       const bool bulk = h.flags & kFlagBulk;
       if (op->done()) {
         // Failed meanwhile (fail_peer, abort): keep the stream in step if it goes on.
-        if (bulk && !failure_ && !p.failure && !p.gone) post_drain_locked(peer, op->tag());
+        if (bulk && !failure_.error && !p.failure && !p.gone) post_drain_locked(peer, op->tag());
       } else if (!(h.sig == op->signature()) || h.length != op->bytes()) {
         fail_op(op, mismatch_error(peer, h.sig, h.length, op->signature(), op->bytes()));
         if (bulk) post_drain_locked(peer, op->tag());
@@ -422,7 +422,7 @@ void UcxTransport::finish_lead_locked(Op* op) {
                      fmt::format("rank {} sent {} bytes but rank {} expected {} bytes for {}", peer,
                                  theirs, options_.rank, op->bytes(), describe(op->signature()))));
   } else if (op->lead_status == UCS_ERR_CANCELED) {
-    fail_op(op, op->cancel_error ? op->cancel_error : failure_);
+    fail_op(op, op->cancel_error ? op->cancel_error : failure_.error);
   } else {
     fail_op(op, io_error(CHORUS_ERR_PEER_FAILURE,
                          fmt::format("rank {}: receiving from rank {} failed: UCX reports '{}'",

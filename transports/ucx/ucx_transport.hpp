@@ -222,11 +222,11 @@ class UcxTransport final : public Transport {
   void settle_death_locked(int peer, const std::string& why);
   // What a request to or from a peer that is gone fails with.
   std::exception_ptr gone_error(int peer) const;
-  void fail_all_locked(std::exception_ptr error, const Spared& spared);
+  void fail_all_locked();
   // The failure of the transport, or of the peer, that a new request of this
   // call meets (null: none).
   std::exception_ptr refusal_locked(const Peer& p, uint32_t tag, const CallSignature& sig) const {
-    if (failure_ && !spared_.covers(tag, sig)) return failure_;
+    if (failure_.refuses(tag, sig)) return failure_.error;
     return p.failure;
   }
   void fail_and_notify_locked(chorus_result_t code, const std::string& message,
@@ -270,10 +270,7 @@ class UcxTransport final : public Transport {
   ControlMessage control_msg_{};    // where the posted control receive lands
   void* control_req_ = nullptr;
   std::vector<std::pair<int, std::string>> deaths_;  // peer_died_locked: not settled yet
-  std::exception_ptr failure_;                       // once set, every request fails with it...
-  Spared spared_;                                    // ...but those of the calls it spares
-  chorus_result_t failure_code_ = CHORUS_SUCCESS;    // the first failure's, for later notices
-  std::string failure_text_;
+  FailureRecord failure_;  // the first failure, as peers are told it, and what it spares
   std::atomic<bool> failed_{false};
   bool closing_ = false, tearing_down_ = false, flushing_ = false, notices_pending_ = false;
   bool wake_pending_ = false;
