@@ -15,26 +15,18 @@
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
-#include "tests/common/first_error.hpp"
+#include "tests/common/transport_test.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/tcp/wire.hpp"
 
 using namespace chorus;
 using namespace chorus::tcp;
-using chorus::test::first_error;
+using namespace chorus::test;
 
 namespace {
 
 const std::string kToken = "test-token";
-
-CallSignature sig_of(uint64_t seq, uint64_t count) {
-  CallSignature s;
-  s.seq = seq;
-  s.count = count;
-  s.kind = static_cast<uint8_t>(CollectiveKind::allreduce);
-  return s;
-}
 
 TcpOptions options_for(int rank, int size, const std::string& prefix) {
   TcpOptions o;
@@ -72,20 +64,6 @@ void close_world(std::vector<std::unique_ptr<TcpTransport>>& world) {
   std::vector<std::thread> threads;
   for (auto& t : world) threads.emplace_back([&t] { t->close(); });
   for (auto& t : threads) t.join();
-}
-
-void wait(Transport& t, const RequestPtr& r) {
-  wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
-}
-
-chorus_result_t error_code(Transport& t, const RequestPtr& r, std::string* message = nullptr) {
-  try {
-    wait(t, r);
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return CHORUS_SUCCESS;
 }
 
 // Returns once a message from `peer` with `tag` has arrived at `t` without a
@@ -573,22 +551,7 @@ TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent
   write_all(fd.get(), bytes_of(header), Deadline::after(std::chrono::seconds(10)));
   write_all(fd.get(), part, Deadline::after(std::chrono::seconds(10)));
   fd.reset();  // dies without a goodbye
-  std::string message;
-  CHECK(error_code(*rank0, posted, &message) == CHORUS_ERR_PEER_FAILURE);
-  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
-  REQUIRE(first_error([&] { rank0->check_failed(); }));
-  // Call #3 is spared: its part from rank 1, which arrived, is taken...
-  CHECK_NOTHROW(rank0->check_call(tag, sig_of(3, 16)));
-  std::vector<std::byte> got(16);
-  auto arrived = rank0->irecv(1, tag, sig_of(3, 16), got);
-  CHECK(error_code(*rank0, arrived) == CHORUS_SUCCESS);
-  CHECK(got == part);
-  // ...a second receive from it in #3 fails at once (nothing more comes)...
-  auto more = rank0->irecv(1, tag, sig_of(3, 16), got);
-  CHECK(error_code(*rank0, more, &message) == CHORUS_ERR_PEER_FAILURE);
-  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
-  // ...and call #4 is not spared.
-  CHECK_THROWS(rank0->check_call(tag, sig_of(4, 16)));
+  check_death_spared_call(*rank0, posted, tag, part);
   rank0->board().slot(tag).leave(sig_of(3, 16), false);
   rank0.reset();
 }

@@ -1,0 +1,86 @@
+// What the transport tests (tests/tcp, tests/ucx) share: building call
+// signatures, waiting on a request for its result code, waiting for what
+// arrives in the background, and the checks that a dead peer's death spared
+// the call in progress, which every transport must pass alike. Include after
+// catch.hpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/core/error.hpp"
+#include "transports/transport.hpp"
+
+namespace chorus::test {
+
+inline CallSignature sig_of(uint64_t seq, uint64_t count) {
+  CallSignature s;
+  s.seq = seq;
+  s.count = count;
+  s.kind = static_cast<uint8_t>(CollectiveKind::allreduce);
+  return s;
+}
+
+inline void wait(Transport& t, const RequestPtr& r) {
+  wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
+}
+
+inline chorus_result_t error_code(Transport& t, const RequestPtr& r,
+                                  std::string* message = nullptr) {
+  try {
+    wait(t, r);
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  return CHORUS_SUCCESS;
+}
+
+// Calls `check` until it throws an IoError (what arrives in the background:
+// a notice, an announcement, a death a watch saw), for at most 20 s; the
+// error, or none.
+template <typename Check>
+std::optional<IoError> first_error(Check&& check) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      check();
+    } catch (const IoError& e) {
+      return e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::nullopt;
+}
+
+// Rank 1 sent `part` with `tag` in call #3 (16 bytes) and died without a
+// goodbye while `rank0` was in #3, with `posted` a receive of #3 from it
+// (another tag) that it never sent. The death must fail `posted` at once,
+// spare #3 (its part, which arrived, is taken; a second receive and a send
+// fail at once) and not #4.
+inline void check_death_spared_call(Transport& rank0, const RequestPtr& posted, uint32_t tag,
+                                    std::span<const std::byte> part) {
+  std::string message;
+  CHECK(error_code(rank0, posted, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  REQUIRE(first_error([&] { rank0.check_failed(); }));
+  CHECK_NOTHROW(rank0.check_call(tag, sig_of(3, part.size())));
+  std::vector<std::byte> got(part.size());
+  auto arrived = rank0.irecv(1, tag, sig_of(3, part.size()), got);
+  CHECK(error_code(rank0, arrived) == CHORUS_SUCCESS);
+  CHECK(std::equal(got.begin(), got.end(), part.begin(), part.end()));
+  auto more = rank0.irecv(1, tag, sig_of(3, part.size()), got);
+  CHECK(error_code(rank0, more, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  auto send = rank0.isend(1, tag, sig_of(3, part.size()), part);
+  CHECK(error_code(rank0, send, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
+  CHECK_THROWS(rank0.check_call(tag, sig_of(4, part.size())));
+}
+
+}  // namespace chorus::test
