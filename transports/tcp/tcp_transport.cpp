@@ -610,8 +610,8 @@ void TcpTransport::close() {
   double wait_s;
   {
     std::lock_guard lock(mu_);
-    wait_s =
-        failure_.error ? 2.0 : options_.close_timeout_s;  // a failed job only flushes its abort
+    // A failed job only flushes its abort.
+    wait_s = failure_ ? 2.0 : options_.close_timeout_s;
   }
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));

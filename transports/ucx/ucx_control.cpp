@@ -239,9 +239,9 @@ void UcxTransport::close() {
     if (peer != options_.rank && p.ep && !p.gone && !p.failure)
       p.goodbye = send_control_locked(peer, ControlType::goodbye);
   }
-  // Wait (bounded) until our goodbyes are out and every peer said goodbye.
-  const double wait_s =
-      failure_.error ? 2.0 : options_.close_timeout_s;  // a failed job only flushes
+  // Wait (bounded) until our goodbyes are out and every peer said goodbye; a
+  // failed job only flushes.
+  const double wait_s = failure_ ? 2.0 : options_.close_timeout_s;
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
   bool settled = drive_until(
@@ -289,13 +289,13 @@ void UcxTransport::spin_end() {
 void UcxTransport::check_failed() {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
-  if (failure_.error) std::rethrow_exception(failure_.error);
+  if (failure_) std::rethrow_exception(failure_.error);
 }
 
 void UcxTransport::check_call(uint32_t tag, const CallSignature& sig) {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
-  if (failure_.error && !failure_.spared.covers(tag, sig)) std::rethrow_exception(failure_.error);
+  if (failure_.refuses(tag, sig)) std::rethrow_exception(failure_.error);
 }
 
 Spared UcxTransport::spared() const {

@@ -189,7 +189,7 @@ void UcxTransport::connect(Store& store) {
   };
   bool ok = drive_until(
       lock, [&] { return failure_.error || all_hellos(); }, deadline);
-  if (failure_.error) std::rethrow_exception(failure_.error);
+  if (failure_) std::rethrow_exception(failure_.error);
   if (!ok) {
     std::string who;
     for (int j = 0; j < n; ++j)
