@@ -119,7 +119,10 @@ void Engine::submit(std::string_view name, const FusedPtr& tensor) {
   // checks make do with the engine's intake (main()), one clock read a cycle.
   if (timed_) tensor->submitted = Clock::now();
   std::lock_guard lock(mu_);
-  if (stopped_) std::rethrow_exception(stopped_);
+  if (stopped_) {
+    const TensorSpec spec{std::string(name), shape.count, shape.dtype, shape.op};
+    std::rethrow_exception(naming(stopped_, {&spec, 1}));
+  }
   if (shutdown_requested_)
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
   auto it = names_.find(name);
@@ -248,7 +251,7 @@ void Engine::run_cycle_locked() {
   try {
     go_on = cycle();
   } catch (...) {
-    stop_with(naming_pending(std::current_exception()));
+    stop_with(std::current_exception());
   }
   last_end_ = Clock::now();
   if (!go_on) {
@@ -263,7 +266,7 @@ bool Engine::cycle() {
   std::vector<FusedPtr> ready = negotiate(stop);
   execute(std::move(ready), Clock::now());
   if (stop.error) {
-    stop_with(stop.names_tensors ? stop.error : naming_pending(stop.error));
+    stop_with(stop.error, stop.names_tensors);
     return false;
   }
   return true;
@@ -525,13 +528,8 @@ void Engine::complete(std::span<const FusedPtr> tensors) {
   for (const auto& t : tensors) t->completion.complete();
 }
 
-std::exception_ptr Engine::naming_pending(std::exception_ptr error) const {
-  std::vector<TensorSpec> specs;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto* list : {&pending_, &incoming_})
-      for (const auto& t : *list) specs.push_back(t->spec());
-  }
+std::exception_ptr Engine::naming(std::exception_ptr error,
+                                  std::span<const TensorSpec> specs) const {
   if (specs.empty()) return error;
   try {
     std::rethrow_exception(error);
@@ -547,11 +545,11 @@ std::exception_ptr Engine::naming_pending(std::exception_ptr error) const {
   }
 }
 
-void Engine::stop_with(std::exception_ptr error) {
+void Engine::stop_with(std::exception_ptr cause, bool names_tensors) {
   std::vector<FusedPtr> failing;
   {
     std::lock_guard lock(mu_);
-    if (!stopped_) stopped_ = error;
+    if (!stopped_) stopped_ = cause;
     failing = std::move(pending_);
     failing.insert(failing.end(), incoming_.begin(), incoming_.end());
     pending_.clear();
@@ -559,6 +557,12 @@ void Engine::stop_with(std::exception_ptr error) {
     for (const auto& t : failing) t->slot->outstanding = false;
     outstanding_count_ = 0;
     outstanding_bytes_ = 0;
+  }
+  std::exception_ptr error = cause;
+  if (!names_tensors) {
+    std::vector<TensorSpec> specs;
+    for (const auto& t : failing) specs.push_back(t->spec());
+    error = naming(cause, specs);
   }
   try {
     std::rethrow_exception(error);

@@ -170,12 +170,15 @@ class Engine {
   // Drops the slots of names neither known nor outstanding (mu_ held), so
   // that names used once do not pile up.
   void forget_idle_names_locked();
-  // Fails every pending tensor and stops the engine with `error`.
-  void stop_with(std::exception_ptr error);
+  // Fails every pending tensor and stops the engine with `cause`, naming in
+  // each request's error the tensors it fails here (unless `names_tensors`:
+  // negotiation's own verdicts name them); a later submission gets `cause`
+  // naming its own tensor.
+  void stop_with(std::exception_ptr cause, bool names_tensors = false);
   // A failure met mid-cycle (a peer left, died or aborted) names the call
-  // and the rank; the same failure with the tensors it fails here named,
-  // since those are what the user submitted.
-  std::exception_ptr naming_pending(std::exception_ptr error) const;
+  // and the rank; the same failure with `specs` named as the tensors it
+  // fails on this rank, since those are what the user submitted.
+  std::exception_ptr naming(std::exception_ptr error, std::span<const TensorSpec> specs) const;
   bool triggered_locked() const;
   Deadline deadline() const;
 
@@ -213,7 +216,7 @@ class Engine {
   std::size_t known_count_ = 0;  // known_.size(), published by each cycle
   bool shutdown_requested_ = false;
   bool trigger_ = false;
-  std::exception_ptr stopped_;  // the error every later submission gets
+  std::exception_ptr stopped_;  // why the engine stopped: every later submission fails with it
   EngineStats stats_;
 
   std::thread thread_;

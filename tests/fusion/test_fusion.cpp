@@ -392,7 +392,7 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
   for (const char* transport : transports()) {
     INFO("transport " << (transport ? transport : "default"));
     const int n = 2;
-    std::string message;
+    std::string message, late_message;
     double seconds = 0;
     std::atomic<bool> taken_in{false};
     auto results = run(
@@ -428,6 +428,13 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
           const chorus_result_t rc = chorus_wait(&req, 0);
           seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           message = chorus_comm_last_error(comm);
+          // A submission after the engine stopped fails naming its own tensor.
+          std::vector<float> late(4, 1.0f);
+          const chorus_result_t late_rc =
+              chorus_fused_allreduce(comm, "late", late.data(), late.data(), late.size(),
+                                     CHORUS_FLOAT32, CHORUS_SUM, &req);
+          late_message = chorus_comm_last_error(comm);
+          if (late_rc != CHORUS_ERR_PEER_FAILURE) return 30 + int(late_rc);
           return rc == CHORUS_ERR_PEER_FAILURE ? 0 : 10 + int(rc);
         },
         transport);
@@ -437,6 +444,9 @@ TEST_CASE("fused allreduce: a rank that destroys its communicator fails the othe
     CHECK(message.find("rank 1 shut down the fusion engine") != std::string::npos);
     CHECK(message.find("tensor 'orphan'") != std::string::npos);
     CHECK(message.find("not by rank 1") != std::string::npos);
+    INFO("rank 0, later: " << late_message);
+    CHECK(late_message.find("rank 1 shut down the fusion engine") != std::string::npos);
+    CHECK(late_message.find("tensor 'late'") != std::string::npos);
     // A bound for a loaded machine, below the 6 s deadline: not a speed.
     CHECK(seconds < 4.5);
   }
