@@ -75,9 +75,12 @@ void UcxTransport::close_ep_locked(int peer, bool force) {
                 ucs_status_string(UCS_PTR_STATUS(request)));
 }
 
-// The endpoint to `peer` failed (UCX error, its process is gone, a malformed
-// message): unless it already said goodbye, that fails the whole transport.
-void UcxTransport::peer_failed_locked(int peer, const std::string& why) {
+// The endpoint to `peer` failed (a malformed message, a failed control
+// receive) or, `died`, its process is gone: unless it already said goodbye,
+// that fails the whole transport. A death spares the calls in progress here
+// (its messages were taken in first: process_events_locked); a failure
+// spares nothing.
+void UcxTransport::peer_failed_locked(int peer, const std::string& why, bool died) {
   Peer& p = peers_[peer];
   if (p.gone) return;
   close_ep_locked(peer, true);
@@ -91,31 +94,20 @@ void UcxTransport::peer_failed_locked(int peer, const std::string& why) {
   }
   std::string message = fmt::format("peer failure: rank {} failed: {}", peer, why);
   log().error("{}", message);
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
-}
-
-void UcxTransport::peer_died_locked(int peer, std::string why) {
-  deaths_.emplace_back(peer, std::move(why));
-}
-
-// A peer's death, once every event UCX had for it is handled (see the header).
-void UcxTransport::settle_death_locked(int peer, const std::string& why) {
-  Peer& p = peers_[peer];
-  if (p.gone) return;
-  if (closing_ || p.said_goodbye || p.failure) {
-    peer_failed_locked(peer, why);
+  if (!died) {
+    fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", Spared{});
     return;
   }
-  close_ep_locked(peer, true);
-  p.gone = true;
-  std::string message = fmt::format("peer failure: rank {} failed: {}", peer, why);
-  log().error("{}", message);
   p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().started());
   // What it sent has been taken in: what a spared call still wants from it,
   // or still sends it, fails now.
   for (auto& [raw, op] : p.ops)
     if (!op->drain && !op->control) fail_op(op.get(), p.lost);
+}
+
+void UcxTransport::peer_died_locked(int peer, std::string why) {
+  deaths_.emplace_back(peer, std::move(why));
 }
 
 std::exception_ptr UcxTransport::gone_error(int peer) const {

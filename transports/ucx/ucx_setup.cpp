@@ -188,7 +188,7 @@ void UcxTransport::connect(Store& store) {
     return true;
   };
   bool ok = drive_until(
-      lock, [&] { return failure_.error || all_hellos(); }, deadline);
+      lock, [&] { return failure_ || all_hellos(); }, deadline);
   if (failure_) std::rethrow_exception(failure_.error);
   if (!ok) {
     std::string who;

@@ -298,7 +298,7 @@ void UcxTransport::process_events_locked() {
     }
     auto [peer, why] = std::move(deaths_.front());
     deaths_.erase(deaths_.begin());
-    settle_death_locked(peer, why);
+    peer_failed_locked(peer, why, true);
   }
   if (wake_pending_) {
     wake_pending_ = false;

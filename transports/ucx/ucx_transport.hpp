@@ -215,11 +215,11 @@ class UcxTransport final : public Transport {
   void release_op(Op* op);
   void adopt(const OpPtr& op);
   void close_ep_locked(int peer, bool force);
-  void peer_failed_locked(int peer, const std::string& why);
+  void peer_failed_locked(int peer, const std::string& why, bool died = false);
   // A peer's process ended (watch) or UCX reports its endpoint failed: queued
-  // in deaths_, settled by process_events_locked once no event is pending.
+  // in deaths_, settled by process_events_locked (peer_failed_locked, died)
+  // once no event is pending.
   void peer_died_locked(int peer, std::string why);
-  void settle_death_locked(int peer, const std::string& why);
   // What a request to or from a peer that is gone fails with.
   std::exception_ptr gone_error(int peer) const;
   void fail_all_locked();
