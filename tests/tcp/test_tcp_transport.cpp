@@ -380,6 +380,37 @@ TEST_CASE("tcp: a receive on another tag is not held up by a large frame parked 
   close_world(world);
 }
 
+TEST_CASE("tcp: a large frame of another call parked in the socket is a mismatch") {
+  // The parked frame holds back what its sender sent after it (its
+  // announcements, its failure notice): a wait outside the transport that
+  // posts no receive for it (shared memory) learns of the mismatch from the
+  // frame's header instead of at its peer's close.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "parked-mismatch/");
+  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
+  auto big = pattern(1 << 20, 5);
+  CallSignature theirs = sig_of(5, big.size() / 4);
+  theirs.kind = static_cast<uint8_t>(CollectiveKind::reduce_scatter);
+  const CallSignature mine = sig_of(5, 10);
+  auto sent = world[0]->isend(1, tag, theirs, big);
+  wait_for_arrival(*world[1], 0, tag);
+  const auto error = first_error([&] { world[1]->check_announced(tag, mine); });
+  REQUIRE(error);
+  CHECK(error->code() == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(error->what(), Catch::Contains("rank 0 called reduce_scatter #5") &&
+                                Catch::Contains("rank 1 called allreduce #5"));
+  // An earlier call of this rank, another tag or the same call: no mismatch.
+  CHECK_NOTHROW(world[1]->check_announced(tag, sig_of(4, 10)));
+  CHECK_NOTHROW(world[1]->check_announced((4u << Spared::kSpaceShift) | 1, mine));
+  CHECK_NOTHROW(world[1]->check_announced(tag, theirs));
+  std::vector<std::byte> got(big.size());
+  auto received = world[1]->irecv(0, tag, theirs, got);
+  wait(*world[1], received);
+  wait(*world[0], sent);
+  CHECK(got == big);
+  close_world(world);
+}
+
 TEST_CASE("tcp: a peer that leaves with a large frame parked in the socket") {
   // What it sent before leaving still arrives; a receive for anything else
   // fails naming it, promptly (not at the receive's deadline).

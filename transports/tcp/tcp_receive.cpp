@@ -132,7 +132,6 @@ void TcpTransport::finish_payload(int peer) {
   switch (static_cast<FrameType>(rx.header.type)) {
     case FrameType::announce: {
       p.announced = rx.header;
-      announcements_.fetch_add(1, std::memory_order_release);
       // The peer waits on this rank: tell it where this rank is (CallBoard).
       send_status_locked(peer, rx.header.tag);
       break;

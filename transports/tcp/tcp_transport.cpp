@@ -509,13 +509,23 @@ void TcpTransport::report_parked_locked() {
   }
 }
 
+// Called every kAnnounceAfter of a long wait: the lock is no cost there.
 void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
-  if (announcements_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(mu_);
   for (int peer = 0; peer < options_.size; ++peer) {
-    const auto& a = peers_[static_cast<std::size_t>(peer)].announced;
+    const Peer& p = peers_[static_cast<std::size_t>(peer)];
+    const auto& a = p.announced;
     if (a && a->tag == tag && a->sig.seq == sig.seq && !(a->sig == sig))
       throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(peer, a->sig, 0, options_.rank, sig, 0));
+    // A frame parked in the socket holds back whatever its sender sent
+    // after it, its announcements and its failure notice included: a frame
+    // of another call under this one's number is the mismatch itself (a
+    // wait outside this transport, shared memory, posts no receive for it).
+    const FrameHeader& parked = p.rx.header;
+    if (p.rx.awaiting_recv && parked.tag == tag && parked.sig.seq == sig.seq &&
+        !(parked.sig == sig))
+      throw IoError(CHORUS_ERR_MISMATCH,
+                    mismatch_message(peer, parked.sig, p.rx.length, options_.rank, sig, 0));
   }
 }
 

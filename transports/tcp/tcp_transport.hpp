@@ -213,7 +213,6 @@ class TcpTransport final : public Transport {
   std::vector<Stranger> strangers_;
   FailureRecord failure_;  // the first failure, as peers are told it, and what it spares
   std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
-  std::atomic<int> announcements_{0};     // announce frames received (read without mu_)
   std::atomic<int> departed_{0};          // peers that said goodbye or are gone (no mu_)
   bool closing_ = false;
   Clock::time_point next_parked_check_;
