@@ -20,17 +20,21 @@ void ring_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
   if (n == 1) return;
 
   const patterns::ChainPosition pos = patterns::chain_position(ctx.rank(), n, root);
-  const int last = (root + n - 1) % n;  // the chain's end, which confirms
+  const int last = (root + n - 1) % n;  // the chain's end, which confirms to all
   BroadcastTree chain;
   chain.parent = pos.parent;
   if (pos.child >= 0) chain.children = {pos.child};
-  if (pos.parent < 0) chain.awaits = {last};
-  if (ctx.rank() == last) chain.confirms = root;
+  if (ctx.rank() == last) {
+    for (int r = 0; r < n; ++r)
+      if (r != last) chain.confirms.push_back(r);
+  } else {
+    chain.awaits = {last};
+  }
   run_broadcast_pipeline(ctx, buf, count, e, chain);
 }
 
 // A pipelined chain: n - 1 hops, the buffer crossing each link once, and the
-// confirmation's hop back to the root.
+// confirmations' hop from the last rank.
 double ring_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
   return team.size() * m.ring_alpha(team.placement, team.size()) +

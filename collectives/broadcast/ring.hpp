@@ -9,12 +9,15 @@
 // (if any) at once, while segment k + 1 is arriving; a few receives are posted
 // ahead. With S segments the last rank has everything after about n - 1 + S
 // segment times, rather than (n - 1) * S without pipelining. The last rank
-// then confirms to the root (a zero-byte message), which returns only after
-// it: a root that only sent could not know that the others took part in the
-// same call.
+// then confirms to every other rank (a zero-byte message each), and they
+// return only after it: the last rank has the buffer only once every rank
+// before it had it, whereas a rank that returned after its own part (the
+// root after sending) would succeed where a rank further down failed, left
+// or called something else.
 //
 // Bytes on the wire per rank: N * elem received (except the root) and sent
-// (except the last rank), in ceil(N / segment) messages (1 when N = 0).
+// (except the last rank), in ceil(N / segment) messages (1 when N = 0); the
+// last rank's n - 1 confirmations carry no bytes.
 #pragma once
 
 #include <cstddef>

@@ -11,12 +11,15 @@
 // arriving: the last rank has the buffer after about d + S segment times.
 // Then the confirmations climb the tree: a rank that has every segment and
 // its children's confirmations confirms to its parent (a leaf at once), so
-// the root, which only sends, returns only once every rank has the buffer
-// and took part in the same call (context.hpp, confirm).
+// the root learns that every rank has the buffer and took part in the same
+// call (context.hpp, confirm). Last, the root confirms to every other rank
+// (the release), and they return only after it: a rank that returned after
+// its own subtree would succeed where a rank of another subtree failed.
 //
 // Bytes on the wire: B received by every rank but the root; B sent per child,
-// so the root sends d * B. Steps: d hops down, d confirmations up. Against
-// the chain's n + S hops it wins while latency dominates: small B, many ranks.
+// so the root sends d * B. Steps: d hops down, d confirmations up, one
+// release. Against the chain's n + S hops it wins while latency dominates:
+// small B, many ranks.
 #include "collectives/call.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuner/cost_model.hpp"
@@ -41,16 +44,22 @@ void tree_broadcast(CollectiveContext& ctx, void* buf, std::size_t count, DataTy
   tree.parent = node.parent;
   tree.children.assign(node.children.rbegin(), node.children.rend());  // largest subtree first
   tree.awaits = node.children;
-  tree.confirms = node.parent;
+  if (node.parent >= 0) {
+    tree.confirms = {node.parent};
+    tree.released_by = root;
+  } else {
+    for (int r = 0; r < n; ++r)
+      if (r != root) tree.confirms.push_back(r);
+  }
   run_broadcast_pipeline(ctx, buf, count, dtype_size(dtype), tree);
 }
 
-// d hops down and d confirmations up; the root sends B to each of its d
-// children (the pipeline overlaps the hops with the bytes).
+// d hops down, d confirmations up and the release; the root sends B to each
+// of its d children (the pipeline overlaps the hops with the bytes).
 double tree_broadcast_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   if (team.size() == 1) return 0;
   const double d = log2_ceil(team.size());
-  return 2 * d * m.alpha(team.placement) +
+  return (2 * d + 1) * m.alpha(team.placement) +
          d * static_cast<double>(bytes) * m.exchange_per_byte(team.placement);
 }
 

@@ -53,7 +53,12 @@ void run_broadcast_pipeline(CollectiveContext& ctx, void* buf, std::size_t count
   }
   ctx.wait(std::span<const RequestPtr>(sends).subspan(checked));
   ctx.wait(awaited);
-  if (tree.confirms >= 0) ctx.wait(ctx.confirm(tree.confirms));
+  std::vector<RequestPtr> closing;
+  for (int r : tree.confirms) closing.push_back(ctx.confirm(r));
+  // Posted only now: from the root's children's view the release follows
+  // the segments from the same rank, and receives match in posting order.
+  if (tree.released_by >= 0) closing.push_back(ctx.await_confirmation(tree.released_by));
+  ctx.wait(closing);
 }
 
 }  // namespace chorus

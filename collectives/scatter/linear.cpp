@@ -1,10 +1,12 @@
 // Linear scatter: the root sends every block straight to its rank.
 //
-// Steps: one. The root posts a send per rank (and copies its own block
-// unless in place); the others receive straight into their buffer and
-// confirm to the root (a zero-byte message), which returns after every
-// confirmation: a root that only sent could not know that the others took
-// part in the same call.
+// Steps: one, then two zero-byte ones. The root posts a send per rank (and
+// copies its own block unless in place); the others receive straight into
+// their buffer and confirm to the root. Once every confirmation has come,
+// the root confirms to every other rank (the release), and they return only
+// after it: a root that only sent could not know that the others took part
+// in the same call, and a rank that returned with its own block would
+// succeed where another failed, left or called something else.
 //
 // Bytes on the wire: the root sends (n - 1) B, each other rank receives B.
 #include <cstring>
@@ -24,7 +26,8 @@ void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallS
   auto* out = static_cast<std::byte*>(c.recv);
   if (me != c.root) {
     ctx.wait(ctx.recv(c.root, {out, block}));
-    ctx.wait(ctx.confirm(c.root));
+    const RequestPtr closing[] = {ctx.confirm(c.root), ctx.await_confirmation(c.root)};
+    ctx.wait(closing);
     return;
   }
   const auto* in = static_cast<const std::byte*>(c.send);
@@ -37,12 +40,16 @@ void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallS
   const std::byte* mine = in + static_cast<std::size_t>(me) * block;
   if (block && mine != out) std::memcpy(out, mine, block);
   ctx.wait(sends);
+  std::vector<RequestPtr> releases;
+  for (int r = 0; r < n; ++r)
+    if (r != me) releases.push_back(ctx.confirm(r));
+  ctx.wait(releases);
 }
 
 double linear_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size();
   if (team.size() == 1) return 0;
-  return 2 * m.alpha(team.placement) +
+  return 3 * m.alpha(team.placement) +
          (n - 1) / n * static_cast<double>(bytes) * m.per_byte(team.placement, 1);
 }
 
