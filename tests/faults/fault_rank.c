@@ -1,13 +1,17 @@
 /* One rank of a fault-suite job, a plain C program against <chorus.h> run by
  * chorusrun, as a user's program would be.
  *
- *   fault_rank FAULT VICTIM COUNT FORM
+ *   fault_rank FAULT VICTIM COUNT FORM [COLLECTIVE]
  *
- * Every rank initialises, takes part in one checked warm-up allreduce and a
- * barrier, and then at once makes the call under test (a fault may overtake a
- * peer still finishing the barrier, which must then finish it all the same), an allreduce of COUNT
- * floats (sum) unless the fault says otherwise; FORM is "blocking" or "nonblocking" (iallreduce +
- * wait). Rank VICTIM (the faulty one) does instead:
+ * Every rank initialises, takes part in one checked warm-up call and a
+ * barrier, and then at once makes the call under test (a fault may overtake
+ * a peer still finishing the barrier, which must then finish it all the
+ * same): COLLECTIVE (allreduce unless given; also broadcast, allgather,
+ * reduce_scatter, alltoall, reduce, gather, scatter, barrier, allgatherv,
+ * reduce_scatterv; the rooted ones with root 0) of COUNT floats per block
+ * (sum), unless the fault says otherwise. FORM is "blocking", "nonblocking"
+ * (the i-form + wait) or "fused" (an allreduce given to the fusion engine as
+ * the tensor "grad" + wait). Rank VICTIM (the faulty one) does instead:
  *
  *   none         the same call (a control: every rank must succeed)
  *   killed       SIGKILLs itself
@@ -23,12 +27,14 @@
  *                others make it 1 s later with the default deadline (always
  *                blocking: a non-blocking call's deadline is CHORUS_TIMEOUT,
  *                and a wait that times out leaves the call running)
- *   kind         calls broadcast (root 0) instead of allreduce
- *   count        passes COUNT + 1 elements
+ *   kind         calls broadcast (root 0) instead (allreduce instead of a
+ *                broadcast)
+ *   count        passes COUNT + 1 elements per block
  *   dtype        passes int32 (the same size as float32)
  *   op           passes max instead of sum
  *   root         (every rank) a broadcast whose root is the caller itself
- *   bad-argument passes a null send buffer (a local argument error)
+ *   bad-argument passes a null buffer (the receive buffer of a broadcast
+ *                or scatter, else the send buffer: a local argument error)
  *   allgather-in-place  (every rank) an allgather with sendbuf == recvbuf
  *   wrong-token  before the call, connects to the job's store and to its own
  *                listening port as a stranger with another job's token
@@ -57,9 +63,10 @@
  * where T_MS is CLOCK_REALTIME in ms, and the victim prints "fault RANK T_MS"
  * when it commits its fault (the stalled and early-timeout faults print when
  * the others start their call instead). A successful call's result is checked
- * in full; a wrong result prints "WRONG". The rank then destroys its
- * communicator and exits 0. SIGTERM is ignored so that chorusrun's stop
- * cannot cut a rank short before it reports (chorusrun escalates to SIGKILL).
+ * in full against the inputs (calls.c); a wrong result prints "WRONG". The
+ * rank then destroys its communicator and exits 0. SIGTERM is ignored so
+ * that chorusrun's stop cannot cut a rank short before it reports
+ * (chorusrun escalates to SIGKILL).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -76,6 +83,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "calls.h"
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -99,42 +108,6 @@ static int verdict(chorus_comm_t comm, int rank, chorus_result_t rc) {
          rc == CHORUS_SUCCESS ? "" : chorus_comm_last_error(comm));
   fflush(stdout);
   return rc == CHORUS_SUCCESS;
-}
-
-/* Element i of rank r's input; the sum over ranks is exact in float32. */
-static float input_of(int r, size_t i) {
-  return (float)((i % 251) + (size_t)r * 1000);
-}
-
-static size_t wrong_sum(const float* data, size_t count, int size) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    double expected = 0;
-    for (int r = 0; r < size; ++r) expected += input_of(r, i);
-    if ((double)data[i] != expected) ++wrong;
-  }
-  return wrong;
-}
-
-enum form { BLOCKING, NONBLOCKING, FUSED };
-
-/* An allreduce in one of three forms: chorus_allreduce, chorus_iallreduce +
- * wait, or a tensor named "grad" given to the fusion engine + wait. */
-static chorus_result_t allreduce(chorus_comm_t comm, const void* send, void* recv, size_t count,
-                                 chorus_dtype_t dtype, chorus_op_t op, int64_t timeout_ms,
-                                 enum form form) {
-  if (form == BLOCKING) return chorus_allreduce(comm, send, recv, count, dtype, op, timeout_ms);
-  chorus_request_t request = NULL;
-  chorus_result_t rc =
-      form == FUSED ? chorus_fused_allreduce(comm, "grad", send, recv, count, dtype, op, &request)
-                    : chorus_iallreduce(comm, send, recv, count, dtype, op, &request);
-  if (rc != CHORUS_SUCCESS) return rc;
-  rc = chorus_wait(&request, timeout_ms);
-  /* A wait that timed out leaves the operation running (and the request
-   * valid): the operation's own deadline ends it. */
-  for (int i = 0; i < 3 && rc == CHORUS_ERR_TIMEOUT && request != NULL; ++i)
-    rc = chorus_wait(&request, 0);
-  return rc;
 }
 
 static int store_port(void) {
@@ -262,16 +235,26 @@ static double timeout_s(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s FAULT VICTIM COUNT blocking|nonblocking|fused\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: %s FAULT VICTIM COUNT blocking|nonblocking|fused [COLLECTIVE]\n",
+            argv[0]);
     return 2;
   }
   const char* fault = argv[1];
   const int victim = atoi(argv[2]);
   const size_t count = (size_t)strtoull(argv[3], NULL, 10);
-  const enum form nonblocking = strcmp(argv[4], "nonblocking") == 0 ? NONBLOCKING
-                                : strcmp(argv[4], "fused") == 0     ? FUSED
-                                                                    : BLOCKING;
+  const enum form form = strcmp(argv[4], "nonblocking") == 0 ? NONBLOCKING
+                         : strcmp(argv[4], "fused") == 0     ? FUSED
+                                                             : BLOCKING;
+  enum coll coll = ALLREDUCE;
+  if (argc == 6) {
+    for (coll = 0; coll < COLL_COUNT && strcmp(argv[5], coll_names[coll]) != 0; ++coll) {
+    }
+    if (coll == COLL_COUNT || (form == FUSED && coll != ALLREDUCE)) {
+      fprintf(stderr, "%s: no collective %s (in that form)\n", argv[0], argv[5]);
+      return 2;
+    }
+  }
   signal(SIGTERM, SIG_IGN);
 
   chorus_comm_t comm = NULL;
@@ -283,18 +266,24 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   chorus_comm_rank(comm, &rank);
   chorus_comm_size(comm, &size);
+  if (size > MAX_RANKS) return 2;
   const int faulty = rank == victim;
   printf("pid %d %lld\n", rank, (long long)getpid());
   fflush(stdout);
 
-  float* send = malloc((count + 1) * size * sizeof(float));
-  float* recv = malloc((count + 1) * size * sizeof(float));
+  /* Room for every collective's buffers, also with count + 1 elements. */
+  const size_t elements = (count + 2) * (size_t)size;
+  float* send = malloc(elements * sizeof(float));
+  float* recv = malloc(elements * sizeof(float));
   if (!send || !recv) return 1;
-  for (size_t i = 0; i < (count + 1) * size; ++i) send[i] = input_of(rank, i);
+  for (size_t i = 0; i < elements; ++i) send[i] = input_of(rank, i);
+  const struct call agreed = {coll, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM};
+  struct call call = agreed; /* the call under test, as this rank makes it */
 
   /* Warm-up: connections made, algorithms chosen, the same sizes as the call. */
-  rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
-  if (rc != CHORUS_SUCCESS || wrong_sum(recv, count, size) != 0) {
+  prepare(&agreed, rank, elements);
+  rc = make_call(comm, size, &agreed, 0, form);
+  if (rc != CHORUS_SUCCESS || wrong_result(coll, recv, count, rank, size) != 0) {
     printf("rank %d: warm-up failed: %d %s\n", rank, (int)rc, chorus_comm_last_error(comm));
     return 1;
   }
@@ -304,7 +293,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  int checked_sum = 1; /* the call is an allreduce whose result is checked */
+  int checked = 1; /* the result of a successful call is checked */
   /* A rank that dies (or whose connections its peers drop: a corrupt
    * stream, or that aborts: an abort fails the calls in flight on every
    * rank) cannot tell the others which calls it finished: a peer still
@@ -317,6 +306,7 @@ int main(int argc, char** argv) {
                         strcmp(fault, "truncated") == 0 || strcmp(fault, "bad-argument") == 0;
   if (fails_all && faulty)
     sleep_ms(getenv("FAULT_GRACE_MS") ? atol(getenv("FAULT_GRACE_MS")) : 200);
+  prepare(&agreed, rank, elements);
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);
@@ -341,7 +331,7 @@ int main(int argc, char** argv) {
       say("fault %d %lld\n", rank, now_ms());
       intrude(rank, size);
     }
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
+    rc = make_call(comm, size, &call, 0, form);
   } else if (strcmp(fault, "malformed-frame") == 0 || strcmp(fault, "truncated") == 0) {
     if (faulty) {
       say("fault %d %lld\n", rank, now_ms());
@@ -352,52 +342,51 @@ int main(int argc, char** argv) {
        * open). Waiting measures the fault itself. */
       sleep_ms(200);
     }
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
-  } else if (strcmp(fault, "launcher-killed") == 0) {
+    rc = make_call(comm, size, &call, 0, form);
+  } else if (strcmp(fault, "launcher-killed") == 0 || strcmp(fault, "stalled") == 0) {
     if (faulty)
       sleep_ms((long)(2000 * timeout_s()));
     else
       say("fault %d %lld\n", victim, now_ms());
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
-  } else if (strcmp(fault, "stalled") == 0) {
-    if (faulty)
-      sleep_ms((long)(2000 * timeout_s()));
-    else
-      say("fault %d %lld\n", victim, now_ms());
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
+    rc = make_call(comm, size, &call, 0, form);
   } else if (strcmp(fault, "early-timeout") == 0) {
     if (faulty) {
       say("fault %d %lld\n", rank, now_ms() + 300);
-      rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 300, 0);
+      rc = make_call(comm, size, &call, 300, BLOCKING);
     } else {
       sleep_ms(1000);
-      rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, 0);
+      rc = make_call(comm, size, &call, 0, BLOCKING);
     }
-  } else if (strcmp(fault, "kind") == 0 && faulty) {
-    say("fault %d %lld\n", rank, now_ms());
-    rc = chorus_broadcast(comm, recv, count, CHORUS_FLOAT32, 0, 0);
-  } else if (strcmp(fault, "count") == 0 && faulty) {
-    say("fault %d %lld\n", rank, now_ms());
-    rc = allreduce(comm, send, recv, count + 1, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
-  } else if (strcmp(fault, "dtype") == 0 && faulty) {
-    say("fault %d %lld\n", rank, now_ms());
-    rc = allreduce(comm, send, recv, count, CHORUS_INT32, CHORUS_SUM, 0, nonblocking);
-  } else if (strcmp(fault, "op") == 0 && faulty) {
-    say("fault %d %lld\n", rank, now_ms());
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_MAX, 0, nonblocking);
-  } else if (strcmp(fault, "bad-argument") == 0 && faulty) {
-    say("fault %d %lld\n", rank, now_ms());
-    rc = allreduce(comm, NULL, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
   } else if (strcmp(fault, "root") == 0) {
-    checked_sum = 0;
+    checked = 0;
     if (faulty) say("fault %d %lld\n", rank, now_ms());
     rc = chorus_broadcast(comm, recv, count, CHORUS_FLOAT32, rank, 0);
   } else if (strcmp(fault, "allgather-in-place") == 0) {
-    checked_sum = 0;
+    checked = 0;
     if (faulty) say("fault %d %lld\n", rank, now_ms());
     rc = chorus_allgather(comm, recv, recv, count, CHORUS_FLOAT32, 0);
   } else {
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
+    /* none, killed-after, or a fault in the victim's own call. */
+    if (faulty) {
+      if (strcmp(fault, "kind") == 0) {
+        call.coll = coll == BROADCAST ? ALLREDUCE : BROADCAST;
+      } else if (strcmp(fault, "count") == 0) {
+        call.count = count + 1;
+      } else if (strcmp(fault, "dtype") == 0) {
+        call.dtype = CHORUS_INT32; /* the same size as float32 */
+      } else if (strcmp(fault, "op") == 0) {
+        call.op = CHORUS_MAX;
+      } else if (strcmp(fault, "bad-argument") == 0) {
+        /* The buffer the collective reads or writes on this rank. */
+        if (coll == SCATTER || coll == BROADCAST)
+          call.recv = NULL;
+        else
+          call.send = NULL;
+      }
+      if (strcmp(fault, "none") != 0 && strcmp(fault, "killed-after") != 0)
+        say("fault %d %lld\n", rank, now_ms());
+    }
+    rc = make_call(comm, size, &call, 0, form);
   }
   verdict(comm, rank, rc);
   const int dies_after = strcmp(fault, "killed-after") == 0;
@@ -405,10 +394,10 @@ int main(int argc, char** argv) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);
   }
-  if (rc == CHORUS_SUCCESS && checked_sum && wrong_sum(recv, count, size) != 0)
+  if (rc == CHORUS_SUCCESS && checked && wrong_result(coll, recv, count, rank, size) != 0)
     printf("rank %d: WRONG result\n", rank);
   if (dies_after) {
-    rc = allreduce(comm, send, recv, count, CHORUS_FLOAT32, CHORUS_SUM, 0, nonblocking);
+    rc = make_call(comm, size, &agreed, 0, form);
     printf("after %d %d\n", rank, (int)rc);
   }
   fflush(stdout);

@@ -11,7 +11,11 @@ left or disagreed), or when a successful result is wrong. It prints one table
 row per case and, last, "N cases, N failed".
 
   fault_suite.py --chorusrun PATH --rank PATH [--faults a,b] [--transports tcp,shm]
-                 [--sizes latency,pipeline] [--np 2,3] [--json FILE]
+                 [--sizes latency,pipeline] [--np 2,3] [--collectives allreduce,...]
+                 [--json FILE]
+
+The call under test is an allreduce unless --collectives names others (or
+"all"): each fault that applies to a collective (applies()) runs with it.
 """
 import argparse
 import json
@@ -62,6 +66,26 @@ FAULTS = {
 # tensor one rank lacks fails at CHORUS_TIMEOUT naming it and the rank.
 FUSED = {"none", "killed", "exited", "destroyed", "aborted", "stalled", "count", "dtype", "op",
          "bad-argument"}
+# The collectives fault_rank.c can make its call under test, and the faults
+# that apply to each beyond allreduce (root and allgather-in-place are calls
+# of their own; the store and launcher faults do not depend on the call).
+COLLECTIVES = ["allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "reduce",
+               "gather", "scatter", "barrier", "allgatherv", "reduce_scatterv"]
+REDUCING = {"allreduce", "reduce_scatter", "reduce", "reduce_scatterv"}
+
+
+def applies(fault, collective):
+    if collective == "allreduce":
+        return True
+    if fault in ("root", "allgather-in-place", "wrong-token", "launcher-killed"):
+        return False
+    if fault == "op":
+        return collective in REDUCING
+    if fault in ("count", "dtype", "bad-argument"):
+        return collective != "barrier"
+    return True
+
+
 # Faults that need the connections to be the transport's own TCP sockets
 # (fault_rank.c finds them by the process's sockets): not over UCX.
 TCP_ONLY = {"malformed-frame", "truncated"}
@@ -121,13 +145,14 @@ def run_launcher_killed(cmd, env, limit):
     return "".join(out) + rest[0], rest[1], bool(survivors), gone
 
 
-def run_case(args, fault, transport, size, np, form):
+def run_case(args, fault, transport, size, np, form, collective):
     code, victim_calls, bound_ms = FAULTS[fault]
     victim = 0 if np == 2 else np - 1  # the first rank and the last both get to fail
     timeout_s = STALL_TIMEOUT_S if fault in ("stalled", "early-timeout") else CHORUS_TIMEOUT_S
     env = dict(os.environ, CHORUS_TRANSPORT=transport, CHORUS_TIMEOUT=str(timeout_s))
     env.pop("CHORUS_ALGO", None)
-    cmd = [args.chorusrun, "-np", str(np), args.rank, fault, str(victim), str(SIZES[size]), form]
+    cmd = [args.chorusrun, "-np", str(np), args.rank, fault, str(victim), str(SIZES[size]), form,
+           collective]
     started = time.time()
     limit = 4 * timeout_s + 30  # a hang: far past any deadline the job has
     if fault == "launcher-killed":
@@ -140,7 +165,8 @@ def run_case(args, fault, transport, size, np, form):
             problems.append(f"ranks outlived chorusrun by more than {bound_ms} ms: {late}")
         return {
             "fault": fault, "transport": transport, "size": size, "np": np, "form": form,
-            "expected": None, "codes": {r: "killed" for r in gone}, "lag_ms": gone,
+            "collective": collective, "expected": None, "codes": {r: "killed" for r in gone},
+            "lag_ms": gone,
             "messages": {}, "problems": problems, "stdout": out[-3000:], "stderr": err[-3000:],
         }
     try:
@@ -221,14 +247,14 @@ def run_case(args, fault, transport, size, np, form):
         problems.append("a wrong result")
     return {
         "fault": fault, "transport": transport, "size": size, "np": np, "form": form,
-        "expected": code, "codes": codes, "lag_ms": lags,
+        "collective": collective, "expected": code, "codes": codes, "lag_ms": lags,
         "messages": {r: verdicts[r][2] for r in verdicts},
         "problems": problems, "stdout": out[-3000:], "stderr": err[-3000:],
     }
 
 
-def run_and_print(args, results, fault, transport, size, np, form):
-    r = run_case(args, fault, transport, size, np, form)
+def run_and_print(args, results, fault, transport, size, np, form, collective):
+    r = run_case(args, fault, transport, size, np, form, collective)
     open_reason = known_open(fault, transport, size, np)
     if open_reason:
         r["open"] = open_reason
@@ -242,7 +268,7 @@ def run_and_print(args, results, fault, transport, size, np, form):
     verdict = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"])
     if r.get("open_problems"):
         verdict = "open (" + r["open"] + "): " + "; ".join(r["open_problems"])
-    print(f"{fault:<19} {transport:<9} {size:<8} {np:>2} {form:<11} "
+    print(f"{fault:<19} {collective:<15} {transport:<9} {size:<8} {np:>2} {form:<11} "
           f"{codes:<24} {slowest:>10}  {verdict}", flush=True)
     if r["problems"] or args.verbose:
         for rank, msg in sorted(r["messages"].items()):
@@ -259,6 +285,8 @@ def main():
     p.add_argument("--transports", default="tcp,shm")
     p.add_argument("--sizes", default=",".join(SIZES))
     p.add_argument("--np", default="2,3")
+    p.add_argument("--collectives", default="allreduce",
+                   help="comma-separated, or all: " + ", ".join(COLLECTIVES))
     p.add_argument("--json")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
@@ -266,10 +294,14 @@ def main():
     for f in faults:
         if f not in FAULTS:
             sys.exit(f"unknown fault {f}; known: {', '.join(FAULTS)}")
+    collectives = COLLECTIVES if args.collectives == "all" else args.collectives.split(",")
+    for c in collectives:
+        if c not in COLLECTIVES:
+            sys.exit(f"unknown collective {c}; known: {', '.join(COLLECTIVES)}")
     results = []
-    print(f"{'fault':<19} {'transport':<9} {'size':<8} {'np':>2} {'form':<11} "
+    print(f"{'fault':<19} {'collective':<15} {'transport':<9} {'size':<8} {'np':>2} {'form':<11} "
           f"{'codes (rank:code)':<24} {'slowest ms':>10}  result")
-    for fault in faults:
+    for fault, collective in ((f, c) for f in faults for c in collectives if applies(f, c)):
         for transport in args.transports.split(","):
             if fault in TCP_ONLY and transport not in ("tcp", "shm"):
                 continue
@@ -278,10 +310,11 @@ def main():
                     # Two ranks wait blocking, three non-blocking: both forms
                     # and both counts without doubling the suite.
                     forms = ["blocking" if np == 2 else "nonblocking"]
-                    if fault in FUSED and np == 3 and size == "latency":
+                    if fault in FUSED and np == 3 and size == "latency" and \
+                            collective == "allreduce":
                         forms.append("fused")
                     for form in forms:
-                        run_and_print(args, results, fault, transport, size, np, form)
+                        run_and_print(args, results, fault, transport, size, np, form, collective)
     failed = sum(1 for r in results if r["problems"])
     still_open = sum(1 for r in results if r.get("open_problems"))
     if args.json:
