@@ -6,12 +6,15 @@
 //
 // Steps: n - 1 pipelined ring steps of N/n elements, then each rank but the
 // root sends its reduced chunk to the root, which receives them straight into
-// place (AVG: each owner scales its chunk before sending).
+// place (AVG: each owner scales its chunk before sending). The root then
+// confirms to every other rank (a zero-byte message), and they return only
+// after it: a rank whose part ends with a send could not know that the root
+// has the result (docs/architecture.md, "One verdict per call").
 //
 // Bytes on the wire per rank: (n - 1)/n N sent and received in the ring, plus
-// N/n to the root; the root receives (n - 1)/n N more. Bandwidth-optimal for
-// large buffers, where the tree's log2(n) full copies through the root cost
-// more.
+// N/n to the root; the root receives (n - 1)/n N more; the confirmations
+// carry none. Bandwidth-optimal for large buffers, where the tree's log2(n)
+// full copies through the root cost more.
 #include <vector>
 
 #include "collectives/call.hpp"
@@ -39,7 +42,9 @@ void ring_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
   ring_reduce_scatter_chunks(ctx, c.send, root ? out : nullptr, result, chunks, c.dtype, c.op);
   if (c.op == ReduceOp::avg && own.count) scale_for_avg(result, own.count, c.dtype, n);
   if (!root) {
-    ctx.wait(ctx.send(c.root, {result, own.count * e}));
+    const RequestPtr steps[] = {ctx.send(c.root, {result, own.count * e}),
+                                ctx.await_confirmation(c.root)};
+    ctx.wait(steps);
     return;
   }
   std::vector<RequestPtr> receives;
@@ -49,12 +54,16 @@ void ring_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
     receives.push_back(ctx.recv(r, {out + chunk.offset * e, chunk.count * e}));
   }
   ctx.wait(receives);
+  std::vector<RequestPtr> confirmations;
+  for (int r = 0; r < n; ++r)
+    if (r != me) confirmations.push_back(ctx.confirm(r));
+  ctx.wait(confirmations);
 }
 
 double ring_reduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
   const double n = team.size(), b = static_cast<double>(bytes);
   if (team.size() == 1) return 0;
-  return n * m.ring_alpha(team.placement, team.size()) +
+  return n * m.ring_alpha(team.placement, team.size()) + m.alpha(team.placement) +
          (n - 1) / n * b * (2 * m.ring_per_byte(team.placement) + m.reduce_us_per_byte);
 }
 
