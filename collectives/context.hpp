@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/core/contract.hpp"
 #include "base/core/deadline.hpp"
@@ -45,17 +46,26 @@ struct CollectiveContext {
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(team.member(peer), tag, sig, data);
   }
-  // Zero-byte messages that settle the verdict of a rank whose part of a
-  // call only sends (a broadcast root, a gather's senders): without one it
-  // would return success before any receiver could disagree. The
-  // confirmation comes from a rank that has received everything and carries
-  // the call's signature, so a peer in another call fails the signature
-  // check on one side or the other, and a failed receiver's notice reaches
-  // the sender before its verdict.
+  // Zero-byte messages that settle the verdict of a rank whose own part of a
+  // call is done before every rank's is (a broadcast root or middle rank, a
+  // gather's senders): without one it would return success before a rank
+  // further on could disagree. The confirmation comes from a rank that
+  // could only send it once everything arrived and carries the call's
+  // signature, so a peer in another call fails the signature check on one
+  // side or the other, and a failed receiver's notice reaches the others
+  // before their verdict.
   RequestPtr confirm(int peer) { return send(peer, {}); }
   RequestPtr await_confirmation(int peer) { return recv(peer, {}); }
   void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin, sig); }
   void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin, sig); }
+  // Confirms to every other rank and waits until the confirmations are out
+  // (a root that has every part, or has heard from every rank).
+  void confirm_to_all() {
+    std::vector<RequestPtr> confirmations;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) confirmations.push_back(confirm(r));
+    wait(confirmations);
+  }
 };
 
 }  // namespace chorus

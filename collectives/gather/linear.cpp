@@ -36,10 +36,7 @@ void linear_gather(CollectiveContext& ctx, const CollectiveCall& c, const CallSh
   std::byte* mine = out + static_cast<std::size_t>(me) * block;
   if (block && mine != in) std::memcpy(mine, in, block);
   ctx.wait(receives);
-  std::vector<RequestPtr> confirmations;
-  for (int r = 0; r < n; ++r)
-    if (r != me) confirmations.push_back(ctx.confirm(r));
-  ctx.wait(confirmations);
+  ctx.confirm_to_all();
 }
 
 double linear_gather_estimate(const CostModel& m, const Team& team, std::size_t bytes) {

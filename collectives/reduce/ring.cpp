@@ -54,10 +54,7 @@ void ring_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
     receives.push_back(ctx.recv(r, {out + chunk.offset * e, chunk.count * e}));
   }
   ctx.wait(receives);
-  std::vector<RequestPtr> confirmations;
-  for (int r = 0; r < n; ++r)
-    if (r != me) confirmations.push_back(ctx.confirm(r));
-  ctx.wait(confirmations);
+  ctx.confirm_to_all();
 }
 
 double ring_reduce_estimate(const CostModel& m, const Team& team, std::size_t bytes) {

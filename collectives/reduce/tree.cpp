@@ -16,7 +16,6 @@
 // received; the root receives ceil(log2 n) times B. Against the ring reduce's
 // 2(n - 1) steps of B/n it wins while latency dominates.
 #include <cstring>
-#include <vector>
 
 #include "collectives/call.hpp"
 #include "collectives/common/scratch_slots.hpp"
@@ -49,10 +48,7 @@ void tree_reduce(CollectiveContext& ctx, const CollectiveCall& c, const CallShap
   }
   if (root) {
     if (c.op == ReduceOp::avg && c.count) scale_for_avg(partial, c.count, c.dtype, n);
-    std::vector<RequestPtr> confirmations;
-    for (int r = 0; r < n; ++r)
-      if (r != me) confirmations.push_back(ctx.confirm(r));
-    ctx.wait(confirmations);
+    ctx.confirm_to_all();
   } else {
     const RequestPtr both[] = {ctx.await_confirmation(c.root),
                                ctx.send(node.parent, {partial, bytes})};

@@ -40,10 +40,7 @@ void linear_scatter(CollectiveContext& ctx, const CollectiveCall& c, const CallS
   const std::byte* mine = in + static_cast<std::size_t>(me) * block;
   if (block && mine != out) std::memcpy(out, mine, block);
   ctx.wait(sends);
-  std::vector<RequestPtr> releases;
-  for (int r = 0; r < n; ++r)
-    if (r != me) releases.push_back(ctx.confirm(r));
-  ctx.wait(releases);
+  ctx.confirm_to_all();
 }
 
 double linear_scatter_estimate(const CostModel& m, const Team& team, std::size_t bytes) {
