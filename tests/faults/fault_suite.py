@@ -12,10 +12,16 @@ row per case and, last, "N cases, N failed".
 
   fault_suite.py --chorusrun PATH --rank PATH [--faults a,b] [--transports tcp,shm]
                  [--sizes latency,pipeline] [--np 2,3] [--collectives allreduce,...]
-                 [--json FILE]
+                 [--hosts H [--algo SPEC]] [--json FILE]
 
 The call under test is an allreduce unless --collectives names others (or
 "all"): each fault that applies to a collective (applies()) runs with it.
+
+--hosts H splits each job's ranks into H simulated hosts (CHORUS_HOST_ID,
+host = rank * H / np: at 3 ranks on 2 hosts the victim, rank 2, is alone on
+its host and so its representative; at 4 it is the second rank of its
+host), so that the hierarchical algorithms run; --algo sets CHORUS_ALGO to
+choose them (the suite otherwise clears it).
 """
 import argparse
 import json
@@ -151,7 +157,13 @@ def run_case(args, fault, transport, size, np, form, collective):
     timeout_s = STALL_TIMEOUT_S if fault in ("stalled", "early-timeout") else CHORUS_TIMEOUT_S
     env = dict(os.environ, CHORUS_TRANSPORT=transport, CHORUS_TIMEOUT=str(timeout_s))
     env.pop("CHORUS_ALGO", None)
-    cmd = [args.chorusrun, "-np", str(np), args.rank, fault, str(victim), str(SIZES[size]), form,
+    if args.algo:
+        env["CHORUS_ALGO"] = args.algo
+    rank_cmd = [args.rank]
+    if args.hosts > 1:  # exec keeps the pid that fault_rank.c prints
+        rank_cmd = ["sh", "-c", f'CHORUS_HOST_ID=host$((CHORUS_RANK * {args.hosts} / {np})) '
+                    'exec "$0" "$@"', args.rank]
+    cmd = [args.chorusrun, "-np", str(np), *rank_cmd, fault, str(victim), str(SIZES[size]), form,
            collective]
     started = time.time()
     limit = 4 * timeout_s + 30  # a hang: far past any deadline the job has
@@ -287,6 +299,9 @@ def main():
     p.add_argument("--np", default="2,3")
     p.add_argument("--collectives", default="allreduce",
                    help="comma-separated, or all: " + ", ".join(COLLECTIVES))
+    p.add_argument("--hosts", type=int, default=1,
+                   help="simulated hosts per job (CHORUS_HOST_ID = host<rank * H / np>)")
+    p.add_argument("--algo", help="CHORUS_ALGO for every job (e.g. to choose hierarchical)")
     p.add_argument("--json")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()

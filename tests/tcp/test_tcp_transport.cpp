@@ -238,6 +238,12 @@ TEST_CASE("tcp: a peer that announces another call with the same number is a mis
   CHECK(error->code() == CHORUS_ERR_MISMATCH);
   CHECK_THAT(error->what(), Catch::Contains("rank 0 called broadcast #5") &&
                                 Catch::Contains("rank 1 called allreduce #5"));
+  // Another team's tag in the same space (a hierarchical call's stage on
+  // another team) under the same number: the same mismatch.
+  const auto staged = first_error([&] { world[1]->check_announced(tag + 1, mine); });
+  REQUIRE(staged);
+  CHECK(staged->code() == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(staged->what(), Catch::Contains("rank 0 called broadcast #5"));
   // Another number, another tag space or the same call: no mismatch.
   CHECK_NOTHROW(world[1]->check_announced(tag, sig_of(6, 10)));
   CHECK_NOTHROW(world[1]->check_announced((4u << Spared::kSpaceShift) | 1, mine));

@@ -510,20 +510,27 @@ void TcpTransport::report_parked_locked() {
 }
 
 // Called every kAnnounceAfter of a long wait: the lock is no cost there.
+// A call is known by its tag space (its communicator) and number, not by
+// its tag: the stages of a hierarchical call run on teams of their own
+// tags, and ranks in different calls under one number can wait in stages
+// of different teams (one in an allreduce's stage across hosts, the other
+// in a broadcast's among the representatives), exchanging nothing.
 void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
+  const auto same_call = [&](uint32_t other_tag, const CallSignature& other) {
+    return other_tag >> Spared::kSpaceShift == tag >> Spared::kSpaceShift && other.seq == sig.seq;
+  };
   std::lock_guard lock(mu_);
   for (int peer = 0; peer < options_.size; ++peer) {
     const Peer& p = peers_[static_cast<std::size_t>(peer)];
     const auto& a = p.announced;
-    if (a && a->tag == tag && a->sig.seq == sig.seq && !(a->sig == sig))
+    if (a && same_call(a->tag, a->sig) && !(a->sig == sig))
       throw IoError(CHORUS_ERR_MISMATCH, mismatch_message(peer, a->sig, 0, options_.rank, sig, 0));
     // A frame parked in the socket holds back whatever its sender sent
     // after it, its announcements and its failure notice included: a frame
     // of another call under this one's number is the mismatch itself (a
     // wait outside this transport, shared memory, posts no receive for it).
     const FrameHeader& parked = p.rx.header;
-    if (p.rx.awaiting_recv && parked.tag == tag && parked.sig.seq == sig.seq &&
-        !(parked.sig == sig))
+    if (p.rx.awaiting_recv && same_call(parked.tag, parked.sig) && !(parked.sig == sig))
       throw IoError(CHORUS_ERR_MISMATCH,
                     mismatch_message(peer, parked.sig, p.rx.length, options_.rank, sig, 0));
   }
