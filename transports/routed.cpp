@@ -94,6 +94,12 @@ void RoutedTransport::check_call(uint32_t tag, const CallSignature& sig) {
 void RoutedTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) {
   check_call(tag, sig);
   control().check_peer(peer, tag, sig);  // every peer says goodbye on the control channel
+  // ...but last: a leaving rank closes its data transports first, and UCX's
+  // close waits up to CHORUS_TIMEOUT for the peers' goodbyes. Its goodbye on
+  // the data transport comes at once; a send to it that UCX's rendezvous
+  // never matches would otherwise wait for the control channel's.
+  Transport& data = route(peer);
+  if (&data != &control()) data.check_peer(peer, tag, sig);
 }
 
 void RoutedTransport::close() {

@@ -1,7 +1,14 @@
-// Transport choice per peer (transports/routes.hpp) from host identities.
+// Transport choice per peer (transports/routes.hpp) from host identities, and
+// what the routed transport asks of its parts (transports/routed.hpp).
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "base/core/error.hpp"
+#include "transports/routed.hpp"
 #include "transports/routes.hpp"
 
 using namespace chorus;
@@ -76,4 +83,56 @@ TEST_CASE("a single rank has nothing to route", "[routes]") {
   CHECK_FALSE(plan.shm_collectives);
   CHECK_FALSE(plan.uses_ucx);
   CHECK(plan.peer_transport == std::vector<std::string>{"self"});
+}
+
+namespace {
+
+// A transport that only knows which peers said goodbye to it.
+class GoodbyeStub final : public Transport {
+ public:
+  GoodbyeStub(int rank, int size, std::vector<int> left)
+      : rank_(rank), size_(size), left_(std::move(left)) {}
+  std::string_view name() const override { return "stub"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool can_connect(int) const override { return true; }
+  RequestPtr isend(int, uint32_t, const CallSignature&, std::span<const std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  RequestPtr irecv(int, uint32_t, const CallSignature&, std::span<std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  void check_peer(int peer, uint32_t, const CallSignature&) override {
+    if (std::find(left_.begin(), left_.end(), peer) != left_.end())
+      throw IoError(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} left ({})", peer, name()));
+  }
+  void close() override {}
+  void fail(chorus_result_t, const std::string&, const Spared&) override {}
+
+ private:
+  int rank_, size_;
+  std::vector<int> left_;
+};
+
+}  // namespace
+
+// A leaving rank closes its data transports before its control channel (and
+// UCX's close waits for the peers' goodbyes): its goodbye on the data
+// transport is the first sign that it left.
+TEST_CASE("routed: a peer that left is seen on its data transport, not only on control",
+          "[routes]") {
+  std::vector<std::unique_ptr<Transport>> parts;
+  parts.push_back(std::make_unique<GoodbyeStub>(0, 3, std::vector<int>{}));   // control
+  parts.push_back(std::make_unique<GoodbyeStub>(0, 3, std::vector<int>{2}));  // data, to rank 2
+  RoutedTransport routed(std::move(parts), {0, 0, 1});
+  CallSignature sig;
+  sig.seq = 3;
+  CHECK_NOTHROW(routed.check_peer(1, 1, sig));
+  try {
+    routed.check_peer(2, 1, sig);
+    FAIL("rank 2 left on the data transport, and check_peer did not say so");
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(e.what(), Catch::Contains("rank 2 left"));
+  }
 }
