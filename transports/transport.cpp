@@ -30,27 +30,81 @@ void Transport::abort(const std::string& reason) {
   fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
 }
 
+int Transport::reported_wait(int peer, uint32_t tag, const CallSignature& mine) const {
+  const auto r = board().report(peer, tag);
+  if (!r || r->progress.current.seq != mine.seq || mine.seq == 0) return -1;
+  const int next = r->progress.waiting_on;
+  return next >= 0 && next < size() && next != rank() ? next : -1;
+}
+
+void Transport::announce_along(std::span<const int> peers, uint32_t tag,
+                               const CallSignature& mine) {
+  std::vector<int> told;
+  for (int peer : peers)
+    for (int r = peer; r >= 0 && std::find(told.begin(), told.end(), r) == told.end();
+         r = reported_wait(r, tag, mine)) {
+      announce(r, tag, mine);
+      told.push_back(r);
+    }
+}
+
 std::string Transport::where_are(std::span<const int> peers, uint32_t tag,
                                  const CallSignature& mine) {
   // Long enough for a loaded host to answer, short against the deadline
-  // that has just passed; paid only on a timeout.
+  // that has just passed; paid only on a timeout (once per new hop below).
   constexpr auto kLastAsk = std::chrono::milliseconds(250);
   if (reports_progress()) {
-    const auto asked = CallBoard::Clock::now();
-    for (int peer : peers) announce(peer, tag, mine);
-    auto answered = [&] {
-      for (int peer : peers) {
-        const auto r = board().report(peer, tag);
-        if (!r || r->when < asked) return false;
+    // A peer that waits in this call on another rank is not the end of the
+    // story: a hierarchical call's stages chain ranks (a rank waits on its
+    // host's representative, which waits on another host's), so the rank it
+    // waits on is asked too, hop by hop. A rank that does not answer (it
+    // timed out as well) keeps the report its long wait gathered.
+    std::vector<int> asked, ask(peers.begin(), peers.end());
+    while (!ask.empty() && asked.size() < static_cast<std::size_t>(size())) {
+      const auto when = CallBoard::Clock::now();
+      for (int peer : ask) announce(peer, tag, mine);
+      auto answered = [&] {
+        for (int peer : ask) {
+          const auto r = board().report(peer, tag);
+          if (!r || r->when < when) return false;
+        }
+        return true;
+      };
+      while (!answered() && CallBoard::Clock::now() < when + kLastAsk)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      asked.insert(asked.end(), ask.begin(), ask.end());
+      std::vector<int> next;
+      for (int peer : ask) {
+        const int w = reported_wait(peer, tag, mine);
+        if (w >= 0 && std::find(asked.begin(), asked.end(), w) == asked.end() &&
+            std::find(next.begin(), next.end(), w) == next.end())
+          next.push_back(w);
       }
-      return true;
-    };
-    const auto give_up = asked + kLastAsk;
-    while (!answered() && CallBoard::Clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ask = std::move(next);
+    }
   }
   std::string out;
-  for (int peer : peers) out += board().describe_peer(peer, tag, mine) + ". ";
+  for (int peer : peers) {
+    // Follow the waits to a rank that waits on nobody in this call; a chain
+    // that comes back on itself or to this rank, or reaches a rank that never
+    // reported, describes the peer alone.
+    std::vector<int> chain{peer};
+    bool ends = true;
+    for (int w = reported_wait(peer, tag, mine); w >= 0; w = reported_wait(w, tag, mine)) {
+      if (std::find(chain.begin(), chain.end(), w) != chain.end() || !board().report(w, tag)) {
+        ends = false;
+        break;
+      }
+      chain.push_back(w);
+    }
+    if (chain.size() > 1 && ends &&
+        board().report(chain.back(), tag)->progress.waiting_on != rank())
+      out += fmt::format("{} (reached through rank {}, each waiting on the next). ",
+                         board().describe_peer(chain.back(), tag, mine),
+                         fmt::join(chain, " -> rank "));
+    else
+      out += board().describe_peer(peer, tag, mine) + ". ";
+  }
   return out;
 }
 
@@ -103,8 +157,11 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
       pending = first_pending(requests, &failed);
       if (pending && !failed && Clock::now() >= announce_at) {
         announce_at = Clock::now() + Transport::kAnnounceAfter;
+        std::vector<int> peers;
         for (const auto& r : requests)
-          if (r && !r->done()) transport.announce(r->peer(), r->tag(), r->signature());
+          if (r && !r->done() && std::find(peers.begin(), peers.end(), r->peer()) == peers.end())
+            peers.push_back(r->peer());
+        transport.announce_along(peers, pending->tag(), pending->signature());
         transport.board().waiting(pending->tag(), pending->signature(), pending->peer());
         try {
           transport.check_announced(pending->tag(), pending->signature());

@@ -197,8 +197,19 @@ class Transport {
   // each once more (a report from before this moment may be stale, or missing
   // if the wait was short), waits a little for the answers, and describes
   // where each was: "rank 3 is still in allreduce #41 (...), as of 0.00 s
-  // ago. " per peer (CallBoard::describe_peer).
+  // ago. " per peer (CallBoard::describe_peer). A peer that waits in this
+  // call on another rank leads to that rank, asked in turn, until one that
+  // waits on nobody: "rank 3 is in no call: ... (reached through rank 0 ->
+  // rank 2 -> rank 3, each waiting on the next)".
   std::string where_are(std::span<const int> peers, uint32_t tag, const CallSignature& mine);
+  // What a long wait does every kAnnounceAfter: announces `mine` to `peers`
+  // and to the ranks their last reports say they wait on in this call, hop
+  // by hop, so that the board holds the whole chain before the deadline
+  // (when the ranks along it, timing out too, may no longer answer).
+  void announce_along(std::span<const int> peers, uint32_t tag, const CallSignature& mine);
+  // The rank `peer` last reported waiting on in call `mine` (-1: none, this
+  // rank, or no report).
+  int reported_wait(int peer, uint32_t tag, const CallSignature& mine) const;
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;

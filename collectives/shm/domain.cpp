@@ -373,8 +373,15 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
     if (spec.call) check_announcements(*spec.call);
     if (spec.control && spec.call && Clock::now() >= announce_at) {
       announce_at = Clock::now() + Transport::kAnnounceAfter;
+      std::vector<int> peers;
       for (int r = 0; r < layout_.ranks; ++r)
-        if (r != rank_) spec.control->announce(named(r), spec.tag, *spec.call);
+        if (r != rank_) peers.push_back(named(r));
+      spec.control->announce_along(peers, spec.tag, *spec.call);
+      // Which rank this wait is on, for the peers' reports (a chain of
+      // waits through a hierarchical call's stages leads to it).
+      const int lagging = watch().rank;
+      if (lagging >= 0 && lagging != rank_)
+        spec.control->board().waiting(spec.tag, *spec.call, named(lagging));
       spec.control->check_announced(spec.tag, *spec.call);
     }
     if (spec.deadline.expired()) timed_out();

@@ -328,6 +328,49 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   close_world(world);
 }
 
+TEST_CASE("tcp: a stuck-rank report follows a chain of waits to the rank that is absent") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 4, "chain/");
+  const uint32_t tag = (5u << Spared::kSpaceShift) | 1;
+  // As in a hierarchical call: rank 1 waits in allreduce #42 on rank 2 (its
+  // way to another host), rank 2 on rank 3, and rank 3 finished #41 and is
+  // in no call. Rank 0, waiting on rank 1 alone, must name rank 3.
+  CallSignature before = sig_of(41, 16), mine = sig_of(42, 16);
+  for (int r : {1, 2, 3}) {
+    world[r]->board().slot(tag).enter(before);
+    world[r]->board().slot(tag).leave(before, true);
+  }
+  for (int r : {1, 2}) {
+    world[r]->board().slot(tag).enter(mine);
+    world[r]->board().waiting(tag, mine, r + 1);
+  }
+  std::vector<std::byte> a(16 * 4);
+  std::vector<RequestPtr> recvs{world[0]->irecv(1, tag, mine, a)};
+  std::string message;
+  try {
+    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(600)), Spin{}, mine);
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.rfind("rank 3 is in no call: the last it finished is allreduce #41", 0) == 0);
+  CHECK_THAT(message, Catch::Contains("(reached through rank 1 -> rank 2 -> rank 3, each waiting "
+                                      "on the next)") &&
+                          Catch::Contains("timed out waiting on receive from rank 1"));
+  // A chain that comes back to the waiting rank describes the peer alone.
+  world[2]->board().waiting(tag, mine, 0);
+  recvs = {world[0]->irecv(1, tag, mine, a)};
+  try {
+    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(400)), Spin{}, mine);
+  } catch (const IoError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.rfind("rank 1 is in this call too (#42), waiting on rank 2", 0) == 0);
+  close_world(world);
+}
+
 TEST_CASE("failure notices: the spared calls and the message survive the wire") {
   const Spared spared{{{1, 41}, {7, 0}, {2047, ~uint64_t(0) >> 1}}};
   std::string message;
