@@ -82,6 +82,20 @@ std::vector<std::byte> pattern(std::size_t n, int seed) {
   return v;
 }
 
+// The error of a wait on `recvs` that times out after `ms` (checked to be a
+// timeout): the stuck-rank report and the call.
+std::string timeout_message(Transport& t, const std::vector<RequestPtr>& recvs,
+                            const CallSignature& call, int ms) {
+  try {
+    wait_all(t, recvs, Deadline::after(std::chrono::milliseconds(ms)), Spin{}, call);
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+    return e.what();
+  }
+  FAIL("the wait did not time out");
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("tcp: messages of every size arrive intact, posted before or after arrival") {
@@ -267,13 +281,7 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   world[1]->board().slot(tag).enter(broadcast);
   std::vector<std::byte> a(16 * 4), b(16 * 4);
   std::vector<RequestPtr> recvs{world[0]->irecv(1, tag, mine, a), world[0]->irecv(2, tag, mine, b)};
-  std::string message;
-  try {
-    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(600)), Spin{}, mine);
-  } catch (const IoError& e) {
-    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
-    message = e.what();
-  }
+  const std::string message = timeout_message(*world[0], recvs, mine, 600);
   INFO(message);
   // The peers' whereabouts come first, then the call that timed out.
   CHECK(message.rfind("rank 1 is still in broadcast #41", 0) == 0);
@@ -345,14 +353,7 @@ TEST_CASE("tcp: a stuck-rank report follows a chain of waits to the rank that is
     world[r]->board().waiting(tag, mine, r + 1);
   }
   std::vector<std::byte> a(16 * 4);
-  std::vector<RequestPtr> recvs{world[0]->irecv(1, tag, mine, a)};
-  std::string message;
-  try {
-    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(600)), Spin{}, mine);
-  } catch (const IoError& e) {
-    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
-    message = e.what();
-  }
+  std::string message = timeout_message(*world[0], {world[0]->irecv(1, tag, mine, a)}, mine, 600);
   INFO(message);
   CHECK(message.rfind("rank 3 is in no call: the last it finished is allreduce #41", 0) == 0);
   CHECK_THAT(message, Catch::Contains("(reached through rank 1 -> rank 2 -> rank 3, each waiting "
@@ -360,12 +361,7 @@ TEST_CASE("tcp: a stuck-rank report follows a chain of waits to the rank that is
                           Catch::Contains("timed out waiting on receive from rank 1"));
   // A chain that comes back to the waiting rank describes the peer alone.
   world[2]->board().waiting(tag, mine, 0);
-  recvs = {world[0]->irecv(1, tag, mine, a)};
-  try {
-    wait_all(*world[0], recvs, Deadline::after(std::chrono::milliseconds(400)), Spin{}, mine);
-  } catch (const IoError& e) {
-    message = e.what();
-  }
+  message = timeout_message(*world[0], {world[0]->irecv(1, tag, mine, a)}, mine, 400);
   INFO(message);
   CHECK(message.rfind("rank 1 is in this call too (#42), waiting on rank 2", 0) == 0);
   close_world(world);
