@@ -31,6 +31,7 @@ void Transport::abort(const std::string& reason) {
 }
 
 int Transport::reported_wait(int peer, uint32_t tag, const CallSignature& mine) const {
+  if (!is_collective_tag(tag)) return -1;  // a number is not a call there
   const auto r = board().report(peer, tag);
   if (!r || r->progress.current.seq != mine.seq || mine.seq == 0) return -1;
   const int next = r->progress.waiting_on;

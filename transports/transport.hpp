@@ -52,6 +52,15 @@ class Request {
 };
 using RequestPtr = std::shared_ptr<Request>;
 
+// Tags with this bit carry point-to-point messages (lib/comm/link.hpp:
+// p2p_tag). Their sequence numbers count per peer and tag, not per
+// communicator: only a collective's call is known by its tag space
+// (tag >> Spared::kSpaceShift) and number, whatever team's tag it waits on.
+inline constexpr uint32_t kPointToPointTag = 1u << 31;
+inline bool is_collective_tag(uint32_t tag) {
+  return (tag & kPointToPointTag) == 0;
+}
+
 // The calls a failure leaves running. A rank that fails (or aborts) tells its
 // peers, per tag space (a communicator's collectives: lib/comm/link.hpp), the
 // last call it had finished; a peer still inside one of those calls finishes

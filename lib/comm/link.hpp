@@ -34,7 +34,7 @@ inline constexpr uint32_t team_tag(uint32_t comm_id, uint32_t team) {
   return (comm_id << 20) | team;
 }
 inline constexpr uint32_t p2p_tag(uint32_t comm_id, uint32_t user_tag) {
-  return (1u << 31) | (comm_id << 20) | user_tag;
+  return kPointToPointTag | (comm_id << 20) | user_tag;
 }
 
 // The link between hosts as the cost model sees it (CostModel::set_network),

@@ -262,6 +262,12 @@ TEST_CASE("tcp: a peer that announces another call with the same number is a mis
   CHECK_NOTHROW(world[1]->check_announced(tag, sig_of(6, 10)));
   CHECK_NOTHROW(world[1]->check_announced((4u << Spared::kSpaceShift) | 1, mine));
   CHECK_NOTHROW(world[1]->check_announced(tag, theirs));
+  // Point-to-point numbers count per peer and tag: there only the same tag
+  // is the same message.
+  const uint32_t p2p = kPointToPointTag | (3u << Spared::kSpaceShift) | 1;
+  world[0]->announce(1, p2p, theirs);
+  REQUIRE(first_error([&] { world[1]->check_announced(p2p, mine); }));
+  CHECK_NOTHROW(world[1]->check_announced(p2p + 1, mine));
   close_world(world);
 }
 

@@ -510,14 +510,18 @@ void TcpTransport::report_parked_locked() {
 }
 
 // Called every kAnnounceAfter of a long wait: the lock is no cost there.
-// A call is known by its tag space (its communicator) and number, not by
-// its tag: the stages of a hierarchical call run on teams of their own
-// tags, and ranks in different calls under one number can wait in stages
-// of different teams (one in an allreduce's stage across hosts, the other
-// in a broadcast's among the representatives), exchanging nothing.
+// A collective call is known by its tag space (its communicator) and
+// number, not by its tag: the stages of a hierarchical call run on teams of
+// their own tags, and ranks in different calls under one number can wait in
+// stages of different teams (one in an allreduce's stage across hosts, the
+// other in a broadcast's among the representatives), exchanging nothing.
+// Point-to-point numbers count per peer and tag: there the tag must match.
 void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
   const auto same_call = [&](uint32_t other_tag, const CallSignature& other) {
-    return other_tag >> Spared::kSpaceShift == tag >> Spared::kSpaceShift && other.seq == sig.seq;
+    const bool same_space = is_collective_tag(tag)
+                                ? other_tag >> Spared::kSpaceShift == tag >> Spared::kSpaceShift
+                                : other_tag == tag;
+    return same_space && other.seq == sig.seq;
   };
   std::lock_guard lock(mu_);
   for (int peer = 0; peer < options_.size; ++peer) {
