@@ -38,15 +38,24 @@ int Transport::reported_wait(int peer, uint32_t tag, const CallSignature& mine) 
   return next >= 0 && next < size() && next != rank() ? next : -1;
 }
 
+std::vector<int> Transport::wait_chain(int peer, uint32_t tag, const CallSignature& mine) const {
+  std::vector<int> chain{peer};
+  for (int w = reported_wait(peer, tag, mine);
+       w >= 0 && std::find(chain.begin(), chain.end(), w) == chain.end();
+       w = reported_wait(w, tag, mine))
+    chain.push_back(w);
+  return chain;
+}
+
 void Transport::announce_along(std::span<const int> peers, uint32_t tag,
                                const CallSignature& mine) {
   std::vector<int> told;
   for (int peer : peers)
-    for (int r = peer; r >= 0 && std::find(told.begin(), told.end(), r) == told.end();
-         r = reported_wait(r, tag, mine)) {
-      announce(r, tag, mine);
-      told.push_back(r);
-    }
+    for (int r : wait_chain(peer, tag, mine))
+      if (std::find(told.begin(), told.end(), r) == told.end()) {
+        announce(r, tag, mine);
+        told.push_back(r);
+      }
 }
 
 std::string Transport::where_are(std::span<const int> peers, uint32_t tag,
@@ -89,17 +98,11 @@ std::string Transport::where_are(std::span<const int> peers, uint32_t tag,
     // Follow the waits to a rank that waits on nobody in this call; a chain
     // that comes back on itself or to this rank, or reaches a rank that never
     // reported, describes the peer alone.
-    std::vector<int> chain{peer};
-    bool ends = true;
-    for (int w = reported_wait(peer, tag, mine); w >= 0; w = reported_wait(w, tag, mine)) {
-      if (std::find(chain.begin(), chain.end(), w) != chain.end() || !board().report(w, tag)) {
-        ends = false;
-        break;
-      }
-      chain.push_back(w);
-    }
-    if (chain.size() > 1 && ends &&
-        board().report(chain.back(), tag)->progress.waiting_on != rank())
+    const std::vector<int> chain = wait_chain(peer, tag, mine);
+    const auto last = board().report(chain.back(), tag);
+    const bool ends =
+        last && reported_wait(chain.back(), tag, mine) < 0 && last->progress.waiting_on != rank();
+    if (chain.size() > 1 && ends)
       out += fmt::format("{} (reached through rank {}, each waiting on the next). ",
                          board().describe_peer(chain.back(), tag, mine),
                          fmt::join(chain, " -> rank "));

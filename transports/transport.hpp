@@ -219,6 +219,10 @@ class Transport {
   // The rank `peer` last reported waiting on in call `mine` (-1: none, this
   // rank, or no report).
   int reported_wait(int peer, uint32_t tag, const CallSignature& mine) const;
+  // `peer`, then the rank it reported waiting on in call `mine`, and so on,
+  // until a rank that waits on nobody (as far as the board knows) or one
+  // already listed (a loop).
+  std::vector<int> wait_chain(int peer, uint32_t tag, const CallSignature& mine) const;
 
   // Graceful close: tells peers this rank leaves on purpose. Idempotent.
   virtual void close() = 0;
