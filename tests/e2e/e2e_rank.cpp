@@ -294,6 +294,32 @@ int main(int argc, char** argv) {
     std::printf("rank 0: received from a dead rank (WRONG)\n");
     return 0;
   }
+  if (mode == "parked-abort") {
+    // Rank 0 sends rank 1 a frame larger than the sockets hold, which rank 1
+    // does not receive (it waits in an allreduce), then aborts and stays
+    // alive: its abort notice queues behind the frame's unread bytes.
+    rc = chorus_barrier(comm, 0);
+    if (rc != CHORUS_SUCCESS) return report(rank, "barrier", rc, comm);
+    if (rank == 0) {
+      std::vector<float> big(std::size_t(16) << 20, 1.0f);  // 64 MiB
+      chorus_request_t send = nullptr;
+      rc = chorus_isend(comm, big.data(), big.size(), CHORUS_FLOAT32, 1, 7, &send);
+      if (rc != CHORUS_SUCCESS) return report(rank, "isend", rc, comm);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 parks it
+      std::printf("rank 0: aborting at %lld\n", (long long)now_ns());
+      std::fflush(stdout);
+      chorus_comm_abort(comm, "parked-abort test");
+      std::this_thread::sleep_for(std::chrono::seconds(arg));
+      return 0;
+    }
+    std::vector<float> data(16, 1.0f);
+    rc = chorus_allreduce(comm, data.data(), data.data(), data.size(), CHORUS_FLOAT32, CHORUS_SUM,
+                          0);
+    std::printf("rank %d: allreduce failed at %lld\n", rank, (long long)now_ns());
+    if (rc != CHORUS_SUCCESS) return report(rank, "allreduce", rc, comm);
+    std::printf("rank %d: allreduce succeeded beside an aborted rank (WRONG)\n", rank);
+    return 0;
+  }
   if (mode == "check") {
     std::size_t wrong = check_all(rank, size, comm);
     rc = chorus_comm_destroy(comm);
@@ -305,8 +331,9 @@ int main(int argc, char** argv) {
     std::printf("rank %d: all collectives correct\n", rank);
     return 0;
   }
-  std::fprintf(stderr,
-               "usage: e2e_rank kill|mismatch|stranger|check|setup-kill|split-kill|p2p-kill "
-               "[rank]\n");
+  std::fprintf(
+      stderr,
+      "usage: e2e_rank kill|mismatch|stranger|check|setup-kill|split-kill|p2p-kill|parked-abort "
+      "[rank]\n");
   return 2;
 }

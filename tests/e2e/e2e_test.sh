@@ -100,6 +100,23 @@ case $case_name in
     [ $lag -lt 10000 ] || fail "the receive failed ${lag} ms after the kill"
     echo "rank 0's receive failed ${lag} ms after rank 2 died"
     ;;
+  parked-abort)
+    # Rank 0 sends rank 1 64 MiB that rank 1 does not receive (it waits in a
+    # shared-memory allreduce), aborts, and lives on for 20 s: its abort
+    # notice is queued behind the unread frame. Rank 1 must fail with
+    # CHORUS_ERR_ABORTED and rank 0's reason within 5 s, not when rank 0
+    # exits (PEER_FAILURE) or at the deadline.
+    CHORUS_TIMEOUT=60 run -np 2 "$e2e" parked-abort 20 >"$out" 2>"$err"
+    rc=$?
+    exit_status_in $rc 3 || fail "exit status $rc, expected 3"
+    grep -Eq "^rank 1: allreduce failed: code 9 .*parked-abort test" "$out" ||
+      fail "rank 1 did not fail with rank 0's abort"
+    aborted_at=$(grep -o "^rank 0: aborting at [0-9]*" "$out" | awk '{print $NF}')
+    seen=$(grep -o "^rank 1: allreduce failed at [0-9]*" "$out" | awk '{print $NF}')
+    lag=$(( (seen - aborted_at) / 1000000 ))
+    [ $lag -lt 5000 ] || fail "rank 1 failed ${lag} ms after the abort"
+    echo "rank 1's allreduce failed ${lag} ms after rank 0 aborted"
+    ;;
   shm-setup-kill)
     # A rank really killed inside the shared-memory set-up window: rank 0 has
     # created the job's segment and waits for the others to map it (they

@@ -524,6 +524,7 @@ void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
     return same_space && other.seq == sig.seq;
   };
   std::lock_guard lock(mu_);
+  const auto now = Clock::now();
   for (int peer = 0; peer < options_.size; ++peer) {
     const Peer& p = peers_[static_cast<std::size_t>(peer)];
     const auto& a = p.announced;
@@ -537,6 +538,13 @@ void TcpTransport::check_announced(uint32_t tag, const CallSignature& sig) {
     if (p.rx.awaiting_recv && same_call(parked.tag, parked.sig) && !(parked.sig == sig))
       throw IoError(CHORUS_ERR_MISMATCH,
                     mismatch_message(peer, parked.sig, p.rx.length, options_.rank, sig, 0));
+    // Anything else it holds back (a failure notice, an abort) this wait
+    // would see only when the sender closes: a frame parked for as long as
+    // this rank has waited is read aside into memory, as a receive of
+    // another tag does, so the stream behind it flows again. Flow control
+    // keeps a frame in the socket for a receiver that is busy; this one is
+    // stuck in a call.
+    if (p.rx.awaiting_recv && now - p.rx.parked_since >= kAnnounceAfter) set_aside_parked(peer);
   }
 }
 
