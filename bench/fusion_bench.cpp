@@ -200,9 +200,14 @@ int fusion_main(int argc, char** argv) {
   if (interleave) {
     for (std::size_t m = 0; m < modes.size() && !interleaved_rc; ++m)
       if ((interleaved_rc = warm_up(modes[m]))) interleaved_failure = m;
+    // A barrier before each step: a step that ends with the ranks apart
+    // (a ring's last rounds, the wake-ups of waiting threads) would hand its
+    // skew to the other mode's next step, which times the ranks' catching
+    // up. Back to back, each mode's steps absorb their own.
     for (int i = 0; i < n_iters && !interleaved_rc; ++i)
       for (std::size_t m = 0; m < modes.size() && !interleaved_rc; ++m)
-        if ((interleaved_rc = timed_step(m))) interleaved_failure = m;
+        if ((interleaved_rc = chorus_barrier(s.comm, 0)) || (interleaved_rc = timed_step(m)))
+          interleaved_failure = m;
   }
   for (std::size_t m = interleaved_failure; m < modes.size(); ++m) {
     const Mode mode = modes[m];
