@@ -250,8 +250,10 @@ std::vector<ConfigVar> build_registry() {
                         "Receive payloads of at least this size straight into user buffers.",
                         &Config::tcp_zero_copy_min));
   r.push_back({"CHORUS_FUSION_CYCLE_MS", "1",
-               "Fusion engine: longest wait (ms) between negotiation cycles; a cycle starts "
-               "sooner once every known tensor, or CHORUS_FUSION_BYTES of them, is submitted.",
+               "Fusion engine: wait (ms) between negotiation cycles while tensors are pending, "
+               "counted from the last cycle or the first pending tensor, whichever is later; a "
+               "cycle starts sooner once every known tensor, or CHORUS_FUSION_BYTES of them, is "
+               "submitted. With nothing pending a rank joins the cycles every 10 ms.",
                [](Config& c, std::string_view v) {
                  const std::string text(v);
                  char* end = nullptr;

@@ -20,7 +20,10 @@ spdlog::logger& fusion_log() {
   return subsystem;
 }
 
-constexpr auto kIdleAfter = std::chrono::seconds(1);
+// The round period of a rank with nothing pending: it still joins the
+// rounds of ranks that have something (their stall and timeout verdicts
+// need it), but does not wake, and take the cores of the peers' compute or
+// collectives, every cycle (measured: docs/architecture.md, "When").
 constexpr auto kIdleCycle = std::chrono::milliseconds(10);
 constexpr std::size_t kMaxListed = 8;  // tensors named in one message
 
@@ -85,7 +88,6 @@ Engine::Engine(MakeComm make_comm, int rank, int size, EngineOptions options)
       options_(std::move(options)),
       make_comm_(std::move(make_comm)),
       known_(options_.cache),
-      idle_since_(Clock::now()),
       timeline_(options_.timeline, rank),
       timed_(timeline_.enabled()),
       names_limit_(std::max<std::size_t>(4096, 2 * options_.cache)) {
@@ -138,12 +140,15 @@ void Engine::submit(std::string_view name, const FusedPtr& tensor) {
   }
   tensor->slot = it->second;
   tensor->slot->outstanding = true;
-  ++outstanding_count_;
+  const bool first = outstanding_count_++ == 0;
   outstanding_bytes_ += shape.bytes();
   incoming_.push_back(tensor);
+  if (first) outstanding_since_ = Clock::now();
   if (triggered_locked()) {
     trigger_ = true;
     cv_.notify_one();
+  } else if (first) {
+    cv_.notify_one();  // it sleeps for the idle period: one cycle is due now
   }
 }
 
@@ -177,10 +182,12 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
-Clock::duration Engine::period() const {
-  return idle_everywhere_ ? std::chrono::duration_cast<Clock::duration>(kIdleCycle)
-                          : std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double, std::milli>(options_.cycle_ms));
+Clock::time_point Engine::due_locked(Clock::time_point last_end) const {
+  if (outstanding_count_ == 0) return last_end + kIdleCycle;
+  // A burst of submissions gets a cycle to gather before its round.
+  return std::max(last_end, outstanding_since_) +
+         std::chrono::duration_cast<Clock::duration>(
+             std::chrono::duration<double, std::milli>(options_.cycle_ms));
 }
 
 void Engine::main() {
@@ -196,15 +203,20 @@ void Engine::main() {
     last_end_ = Clock::now();
   }
   for (;;) {
-    Clock::time_point due;
+    Clock::time_point last_end;
     {
       std::lock_guard cycle_lock(cycle_mu_);
       if (cycles_over_) break;
-      due = last_end_ + period();
+      last_end = last_end_;
     }
     {
+      // Due again after each wake-up: a first submission shortens the wait.
       std::unique_lock lock(mu_);
-      cv_.wait_until(lock, due, [&] { return trigger_ || shutdown_requested_ || cycles_over_; });
+      while (!(trigger_ || shutdown_requested_ || cycles_over_)) {
+        const auto due = due_locked(last_end);
+        if (Clock::now() >= due) break;
+        cv_.wait_until(lock, due);
+      }
     }
     // A waiting thread may run a cycle meanwhile (run_due_cycle): then the
     // one due here may be due no more.
@@ -213,7 +225,7 @@ void Engine::main() {
     bool due_now;
     {
       std::lock_guard lock(mu_);
-      due_now = trigger_ || shutdown_requested_ || Clock::now() >= last_end_ + period();
+      due_now = trigger_ || shutdown_requested_ || Clock::now() >= due_locked(last_end_);
     }
     if (due_now) run_cycle_locked();
   }
@@ -297,7 +309,7 @@ std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
     std::lock_guard lock(mu_);
     shutting_down = shutdown_requested_;
   }
-  const bool raised[kFlagCount] = {has_new, stall, timed_out, shutting_down, !pending_.empty()};
+  const bool raised[kFlagCount] = {has_new, stall, timed_out, shutting_down};
   uint32_t flags = 0;
   for (std::size_t f = 0; f < kFlagCount; ++f) {
     vec[f] = raised[f] ? 0 : 1;
@@ -306,8 +318,6 @@ std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
   comm_->run(
       allreduce_call({vec.size(), DataType::u8, ReduceOp::min}, vec.data(), vec.data(), vec.size()),
       deadline());
-  if (vec[kHasPending] == 0) idle_since_ = start;
-  idle_everywhere_ = start - idle_since_ > kIdleAfter;
 
   const bool slow = !vec[kHasNew] || !vec[kStallCheck] || !vec[kTimedOut] || !vec[kShutdown];
   std::vector<FusedPtr> ready;

@@ -15,10 +15,10 @@
 //        a bucket of one tensor, or of tensors that lie back to back in
 //        memory in bucket order, runs on the user's buffers with no copy;
 //     3. complete each tensor's request.
-//   A cycle starts CHORUS_FUSION_CYCLE_MS after the last one ended, or at
-//   once when every known tensor (or CHORUS_FUSION_BYTES of them) has been
-//   submitted here; with nothing pending anywhere for a second, idle cycles
-//   slow to one per 10 ms.
+//   A cycle starts at once when every known tensor (or CHORUS_FUSION_BYTES
+//   of them) has been submitted here; else CHORUS_FUSION_CYCLE_MS after the
+//   last one ended or the first pending tensor came, whichever is later; a
+//   rank with nothing pending joins the rounds every 10 ms.
 //
 // Locks: cycle_mu_ (whoever runs a cycle: the cycle state below) before mu_
 // (what submitting threads share). Submitters take mu_ only.
@@ -150,7 +150,9 @@ class Engine {
   void main();
   // Takes in the submissions and runs a cycle (cycle_mu_ held).
   void run_cycle_locked();
-  Clock::duration period() const;  // between cycles (cycle_mu_ held)
+  // When the next timed cycle is due, the last having ended at `last_end`
+  // (mu_ held).
+  Clock::time_point due_locked(Clock::time_point last_end) const;
   // One negotiation round and the work it frees; false once the engine stops.
   bool cycle();
   // The tensors to reduce now, in order; sets stop when the engine must stop
@@ -193,8 +195,6 @@ class Engine {
   std::vector<FusedPtr> pending_;  // submission order
   std::vector<uint8_t> fusion_buffer_;
   Clock::time_point last_stall_warning_{};
-  Clock::time_point idle_since_;
-  bool idle_everywhere_ = false;
   Timeline timeline_;
   const bool timed_;  // the timeline is on (read by submitting threads too)
   // No more cycles: the engine stopped (set under cycle_mu_, read anywhere).
@@ -213,6 +213,8 @@ class Engine {
   std::size_t names_limit_;
   std::size_t outstanding_count_ = 0;  // tensors pending or incoming
   std::size_t outstanding_bytes_ = 0;
+  // When the first of the outstanding tensors was submitted (none before).
+  Clock::time_point outstanding_since_{};
   std::size_t known_count_ = 0;  // known_.size(), published by each cycle
   bool shutdown_requested_ = false;
   bool trigger_ = false;

@@ -66,8 +66,7 @@ enum Flag : std::size_t {
   kStallCheck = 1,  // a tensor pending here longer than CHORUS_FUSION_STALL_S
   kTimedOut = 2,    // a tensor pending here longer than CHORUS_TIMEOUT
   kShutdown = 3,    // this rank's engine stops (communicator destroyed)
-  kHasPending = 4,  // anything pending here (idle engines slow their cycle)
-  kFlagCount = 5,
+  kFlagCount = 4,
 };
 
 // One rank's slow-path report: its raised flags (bit i: Flag i) and every
