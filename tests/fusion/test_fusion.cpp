@@ -3,7 +3,8 @@
 // in a different order on every rank, results against a reference computed
 // here; the cached negotiation; a tensor one rank never submits; a rank that
 // destroys its communicator with a peer's tensor pending; a name resubmitted
-// with another count; the C++ form.
+// with another count; the rounds of an engine with nothing pending; the C++
+// form.
 //
 // The meson test sets CHORUS_TIMEOUT=6 and CHORUS_FUSION_STALL_S=1 (the
 // configuration is the process's).
@@ -332,6 +333,40 @@ TEST_CASE("fused allreduce: names used once are forgotten, steady names stay kno
   CHECK(all_zero(results));
   CHECK(stats[0].tensors == std::uint64_t(steps * (fresh + steady) + 3 * steady));
   CHECK(stats[0].slow_cycles == 0);
+}
+
+TEST_CASE(
+    "fused allreduce: an engine with nothing pending joins rounds every 10 ms, not every cycle",
+    "[fusion]") {
+  // Between steps (the ranks compute, or make other calls) the engines must
+  // not wake every CHORUS_FUSION_CYCLE_MS (1 ms) for a round: at most one
+  // round per 10 ms, so at most 31 in 300 ms however loaded the machine is
+  // (load only spaces rounds further). The engine before this rule ran
+  // about 300 there. A step after the pause still reduces exactly.
+  const int n = 2;
+  std::vector<std::uint64_t> idle_rounds(n);
+  auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+    float value = float(rank + 1);
+    chorus_request_t request = nullptr;
+    if (chorus_fused_allreduce(comm, "w", &value, &value, 1, CHORUS_FLOAT32, CHORUS_SUM,
+                               &request) ||
+        chorus_wait(&request, 0) || value != 3.0f)
+      return 1;
+    const auto before = stats_of(comm).cycles;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    idle_rounds[rank] = stats_of(comm).cycles - before;
+    value = float(10 * (rank + 1));
+    if (chorus_fused_allreduce(comm, "w", &value, &value, 1, CHORUS_FLOAT32, CHORUS_SUM,
+                               &request) ||
+        chorus_wait(&request, 0) || value != 30.0f)
+      return 2;
+    return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 3;
+  });
+  CHECK(all_zero(results));
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(idle_rounds[r] <= 31);
+  }
 }
 
 TEST_CASE("fused allreduce: a tensor one rank never submits fails everywhere, named", "[fusion]") {
