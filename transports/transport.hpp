@@ -182,7 +182,9 @@ class Transport {
   // tag space fails with CHORUS_ERR_MISMATCH instead of both waiting out the
   // deadline (ranks that wait on each other in a cycle exchange no data that
   // could show the mismatch). check_announced throws that mismatch if a peer
-  // announced such a call.
+  // announced such a call. Only long waits call it, so a transport that
+  // holds incoming data back (TCP's parked frames) also lets it through
+  // there: what is queued behind it (a peer's abort) is what the wait needs.
   static constexpr std::chrono::milliseconds kAnnounceAfter{100};  // and then how often
   virtual void announce(int peer, uint32_t tag, const CallSignature& sig) {
     (void)peer, (void)tag, (void)sig;
