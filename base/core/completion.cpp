@@ -28,12 +28,22 @@ bool Completion::claim() {
 }
 
 void Completion::publish(uint32_t state) {
-  state_.store(state, std::memory_order_release);
+  // Sequentially consistent, as the sleeper's increment and its reload of
+  // the state are: with a release store here the load below could pass it
+  // (store-load reordering), see no sleeper, and leave one asleep for its
+  // whole 100 ms slice.
+  state_.store(state, std::memory_order_seq_cst);
+  wake_sleepers();
+}
+
+void Completion::wake_sleepers() {
   if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake_all(state_);
 }
 
 void Completion::complete() {
-  if (claim()) publish(kDone);
+  // No error to store first: one atomic operation claims and publishes.
+  uint32_t expected = kPending;
+  if (state_.compare_exchange_strong(expected, kDone, std::memory_order_seq_cst)) wake_sleepers();
 }
 
 void Completion::fail(std::exception_ptr error) {

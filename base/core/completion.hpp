@@ -13,7 +13,9 @@ namespace chorus {
 
 class Completion {
  public:
-  bool done() const { return state_.load(std::memory_order_acquire) != kPending; }
+  // Not while fail() is storing its error (kBusy): a waiter let through then
+  // would find no error and take the failure for a success.
+  bool done() const { return state_.load(std::memory_order_acquire) >= kDone; }
   bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
   // Exactly one of complete()/fail() takes effect; later calls are ignored.
   void complete();
@@ -30,6 +32,7 @@ class Completion {
   static constexpr uint32_t kPending = 0, kBusy = 1, kDone = 2, kFailed = 3;
   bool claim();
   void publish(uint32_t state);
+  void wake_sleepers();
 
   std::atomic<uint32_t> state_{kPending};
   std::atomic<uint32_t> sleepers_{0};
