@@ -279,11 +279,15 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
       // itself instead of waking the engine's thread for it (and being woken).
       if (timeout_ms == 0)
         if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->run_due_cycle();
-      if (!r.fused->completion.wait(deadline, r.spin))
-        throw chorus::IoError(
-            CHORUS_ERR_TIMEOUT,
-            fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
-                        r.fused->name(), timeout_ms));
+      if (!r.fused->completion.wait(deadline, r.spin)) {
+        // The engine made the request, so it exists; the tensor may finish
+        // just now, and then its name may be gone.
+        if (auto name = r.owner->fusion.made()->name_if_pending(*r.fused))
+          throw chorus::IoError(
+              CHORUS_ERR_TIMEOUT,
+              fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
+                          *name, timeout_ms));
+      }
       finished = true;
       r.fused->completion.rethrow_if_failed();
       return;

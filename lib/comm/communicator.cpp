@@ -99,6 +99,7 @@ Communicator::Communicator(CommSetup setup)
   config_.spin_us = resolve_spin_us(config_.spin_us);
   const int cpus = setup.cpus_on_host > 0 ? setup.cpus_on_host : online_cores();
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
+  spin_ = chorus::wait_spin(config_, cost_model_.oversubscribed);
   network_ = link_network();
   cost_model_.set_network(network_.alpha_us, network_.gbps);
   if (!all_here) {

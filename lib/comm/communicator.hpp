@@ -119,7 +119,8 @@ class Communicator {
   const NetworkLink& network() const { return network_; }
   const CostModel& cost_model() const { return cost_model_; }
   // How this communicator's waits poll (CHORUS_SPIN_US, CHORUS_WAIT_YIELD).
-  Spin wait_spin() const { return chorus::wait_spin(config_, cost_model_.oversubscribed); }
+  // Fixed once the communicator is made (every non-blocking call copies it).
+  const Spin& wait_spin() const { return spin_; }
   const shm::Domain* shm_domain() const { return world_.shm; }
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -241,6 +242,7 @@ class Communicator {
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   NetworkLink network_;
   CostModel cost_model_;
+  Spin spin_;
   // The world's sub-teams when its ranks span hosts (world_.hierarchy).
   std::unique_ptr<TeamHierarchy> hierarchy_;
   ScratchPool scratch_;  // used only by the executing call (one at a time)

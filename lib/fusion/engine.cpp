@@ -52,7 +52,7 @@ std::string rank_names(const std::vector<int>& ranks) {
 // allreduce on the user's memory serves, with no copy (what DDP's
 // gradient_as_bucket_view arranges). Each rank decides for itself: the
 // collective is the same either way.
-bool adjacent(std::span<const FusedPtr> tensors, std::size_t bytes) {
+bool adjacent(std::span<FusedTensor* const> tensors, std::size_t bytes) {
   const auto* send = static_cast<const std::byte*>(tensors.front()->send);
   auto* recv = static_cast<std::byte*>(tensors.front()->recv);
   const bool in_place = send == recv;
@@ -115,7 +115,7 @@ FusedPtr Engine::submit(std::string_view name, TensorShape shape, const void* se
   return tensor;
 }
 
-void Engine::submit(std::string_view name, const FusedPtr& tensor) {
+void Engine::submit(std::string_view name, FusedPtr tensor) {
   const TensorShape& shape = tensor->shape;
   // The timeline wants the precise time of submission; stall and timeout
   // checks make do with the engine's intake (main()), one clock read a cycle.
@@ -129,8 +129,7 @@ void Engine::submit(std::string_view name, const FusedPtr& tensor) {
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
   auto it = names_.find(name);
   if (it == names_.end()) {
-    if (names_.size() >= names_limit_) forget_idle_names_locked();
-    auto slot = std::make_shared<NameSlot>(name);
+    auto slot = std::make_unique<NameSlot>(name);
     it = names_.emplace(slot->name, std::move(slot)).first;
   } else if (it->second->outstanding) {
     throw UsageError(fmt::format(
@@ -138,11 +137,11 @@ void Engine::submit(std::string_view name, const FusedPtr& tensor) {
         "only once its request has finished)",
         name, rank_));
   }
-  tensor->slot = it->second;
+  tensor->slot = it->second.get();
   tensor->slot->outstanding = true;
   const bool first = outstanding_count_++ == 0;
   outstanding_bytes_ += shape.bytes();
-  incoming_.push_back(tensor);
+  incoming_.push_back(std::move(tensor));
   if (first) outstanding_since_ = Clock::now();
   if (triggered_locked()) {
     trigger_ = true;
@@ -247,10 +246,19 @@ void Engine::run_due_cycle() {
   run_cycle_locked();
 }
 
+std::optional<std::string> Engine::name_if_pending(const FusedTensor& tensor) const {
+  // A cycle forgets a name only at its start, under mu_, and only one whose
+  // tensors were all completed by an earlier cycle.
+  std::lock_guard lock(mu_);
+  if (tensor.completion.done()) return std::nullopt;
+  return tensor.name();
+}
+
 void Engine::run_cycle_locked() {
   {
     std::lock_guard lock(mu_);
     trigger_ = false;
+    if (names_.size() >= names_limit_) forget_idle_names_locked();
     if (!timed_) {
       const auto intake = Deadline::coarse_now();
       for (const auto& t : incoming_) t->submitted = intake;
@@ -275,7 +283,7 @@ void Engine::run_cycle_locked() {
 
 bool Engine::cycle() {
   Stop stop;
-  std::vector<FusedPtr> ready = negotiate(stop);
+  std::vector<FusedTensor*> ready = negotiate(stop);
   execute(std::move(ready), Clock::now());
   if (stop.error) {
     stop_with(stop.error, stop.names_tensors);
@@ -284,7 +292,7 @@ bool Engine::cycle() {
   return true;
 }
 
-std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
+std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
   const auto start = Clock::now();
   bool has_new = false, stall = false, timed_out = false, shutting_down;
   std::vector<uint8_t> vec(kFlagCount + known_.size(), 0);
@@ -320,7 +328,7 @@ std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
       deadline());
 
   const bool slow = !vec[kHasNew] || !vec[kStallCheck] || !vec[kTimedOut] || !vec[kShutdown];
-  std::vector<FusedPtr> ready;
+  std::vector<FusedTensor*> ready;
   if (!slow) {
     ready.reserve(pending_.size());
     for (std::size_t id = 0; id < known_.size(); ++id)
@@ -329,7 +337,7 @@ std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
                      "known tensor '{}' is ready everywhere but not pending "
                      "on rank {}",
                      known_.at(static_cast<uint32_t>(id)).name, rank_);
-        ready.push_back(pending_[static_cast<std::size_t>(pending_of[id])]);
+        ready.push_back(pending_[static_cast<std::size_t>(pending_of[id])].get());
       }
     {
       std::lock_guard lock(mu_);
@@ -426,31 +434,31 @@ std::vector<FusedPtr> Engine::negotiate(Stop& stop) {
                      agreement.missing.empty() ? lead : listed(lead + " while ")),
             !agreement.missing.empty()};
   }
-  std::unordered_map<std::string_view, const FusedPtr*> pending_by_name;
-  for (const auto& t : pending_) pending_by_name.emplace(t->name(), &t);
+  std::unordered_map<std::string_view, FusedTensor*> pending_by_name;
+  for (const auto& t : pending_) pending_by_name.emplace(t->name(), t.get());
   for (const auto& spec : agreement.ready) {
     auto it = pending_by_name.find(spec.name);
     CHORUS_CHECK(it != pending_by_name.end(), "ready tensor '{}' is not pending on rank {}",
                  spec.name, rank_);
-    ready.push_back(*it->second);
+    ready.push_back(it->second);
   }
   return ready;
 }
 
-void Engine::execute(std::vector<FusedPtr> ready, Clock::time_point agreed) {
+void Engine::execute(std::vector<FusedTensor*> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
   const auto buckets =
       plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
-                   [](const FusedPtr& t) -> const TensorShape& { return t->shape; });
+                   [](const FusedTensor* t) -> const TensorShape& { return t->shape; });
   for (const auto& bucket : buckets) {
-    const std::span<const FusedPtr> tensors(ready.data() + bucket.first, bucket.size());
+    const std::span<FusedTensor* const> tensors(ready.data() + bucket.first, bucket.size());
     run_bucket(tensors, bucket.bytes, agreed);
     complete(tensors);
   }
   std::erase_if(pending_, [](const FusedPtr& t) { return t->completion.done(); });
 }
 
-void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
+void Engine::run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes,
                         Clock::time_point agreed) {
   const TensorShape& first = tensors.front()->shape;
   const std::size_t elem = dtype_size(first.dtype);
@@ -518,7 +526,7 @@ void Engine::run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes,
   stats_.bytes += bytes;
 }
 
-void Engine::complete(std::span<const FusedPtr> tensors) {
+void Engine::complete(std::span<FusedTensor* const> tensors) {
   {
     std::lock_guard lock(mu_);
     for (const auto& t : tensors) {

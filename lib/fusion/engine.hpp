@@ -78,7 +78,10 @@ struct NameSlot {
 
 // One submitted tensor; done when its completion is.
 struct FusedTensor {
-  std::shared_ptr<NameSlot> slot;
+  // The engine's record of the name. Valid until the tensor is done: a cycle
+  // may forget an idle name after that (a shared_ptr would cost two atomic
+  // operations per tensor and step).
+  NameSlot* slot = nullptr;
   TensorShape shape;
   const void* send = nullptr;
   void* recv = nullptr;
@@ -133,7 +136,7 @@ class Engine {
   FusedPtr submit(std::string_view name, TensorShape shape, const void* send, void* recv);
   // The same for a tensor the caller made, with its shape and buffers set
   // (the C API makes it in one allocation with its request).
-  void submit(std::string_view name, const FusedPtr& tensor);
+  void submit(std::string_view name, FusedPtr tensor);
   // Tells the peers, finishes what is ready everywhere, fails the rest, and
   // stops (bounded by CHORUS_TIMEOUT). Idempotent.
   void shutdown();
@@ -145,6 +148,9 @@ class Engine {
   // tensor is done). Blocks for as long as the cycle takes (bounded by
   // CHORUS_TIMEOUT); returns at once otherwise.
   void run_due_cycle();
+  // The name of a tensor submitted here, or nullopt once it is done (for a
+  // wait's timeout message: the name's record may go after that).
+  std::optional<std::string> name_if_pending(const FusedTensor& tensor) const;
 
  private:
   void main();
@@ -163,14 +169,18 @@ class Engine {
     std::exception_ptr error;
     bool names_tensors = false;
   };
-  std::vector<FusedPtr> negotiate(Stop& stop);
-  void execute(std::vector<FusedPtr> ready, Clock::time_point agreed);
-  void run_bucket(std::span<const FusedPtr> tensors, std::size_t bytes, Clock::time_point agreed);
+  // Tensors of pending_, which keeps them (a cycle's own references would
+  // cost two atomic operations per tensor).
+  std::vector<FusedTensor*> negotiate(Stop& stop);
+  void execute(std::vector<FusedTensor*> ready, Clock::time_point agreed);
+  void run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes,
+                  Clock::time_point agreed);
   // Completes a bucket's tensors and forgets them; names reduced for the
   // first time become known.
-  void complete(std::span<const FusedPtr> tensors);
-  // Drops the slots of names neither known nor outstanding (mu_ held), so
-  // that names used once do not pile up.
+  void complete(std::span<FusedTensor* const> tensors);
+  // Drops the slots of names neither known nor outstanding (mu_ and
+  // cycle_mu_ held: at a cycle's start, when every tensor of such a name is
+  // done), so that names used once do not pile up.
   void forget_idle_names_locked();
   // Fails every pending tensor and stops the engine with `cause`, naming in
   // each request's error the tensors it fails here (unless `names_tensors`:
@@ -209,7 +219,7 @@ class Engine {
   struct NameHash {  // XXH3: a third of std::hash's instructions on short names
     std::size_t operator()(std::string_view name) const noexcept;
   };
-  std::unordered_map<std::string_view, std::shared_ptr<NameSlot>, NameHash> names_;
+  std::unordered_map<std::string_view, std::unique_ptr<NameSlot>, NameHash> names_;
   std::size_t names_limit_;
   std::size_t outstanding_count_ = 0;  // tensors pending or incoming
   std::size_t outstanding_bytes_ = 0;
