@@ -127,18 +127,24 @@ void Engine::submit(std::string_view name, FusedPtr tensor) {
   }
   if (shutdown_requested_)
     throw UsageError(CHORUS_ERR_INVALID_USAGE, "fused allreduce: the fusion engine is stopping");
-  auto it = names_.find(name);
-  if (it == names_.end()) {
-    auto slot = std::make_unique<NameSlot>(name);
-    it = names_.emplace(slot->name, std::move(slot)).first;
-  } else if (it->second->outstanding) {
+  NameSlot* slot = last_submitted_ ? last_submitted_->next : nullptr;
+  if (!slot || slot->name != name) {
+    auto it = names_.find(name);
+    if (it == names_.end()) {
+      auto made = std::make_unique<NameSlot>(name);
+      it = names_.emplace(made->name, std::move(made)).first;
+    }
+    slot = it->second.get();
+  }
+  if (slot->outstanding)
     throw UsageError(fmt::format(
         "fused allreduce: tensor '{}' is already pending on rank {} (a name is submitted again "
         "only once its request has finished)",
         name, rank_));
-  }
-  tensor->slot = it->second.get();
-  tensor->slot->outstanding = true;
+  if (last_submitted_) last_submitted_->next = slot;
+  last_submitted_ = slot;
+  tensor->slot = slot;
+  slot->outstanding = true;
   const bool first = outstanding_count_++ == 0;
   outstanding_bytes_ += shape.bytes();
   incoming_.push_back(std::move(tensor));
@@ -152,6 +158,8 @@ void Engine::submit(std::string_view name, FusedPtr tensor) {
 }
 
 void Engine::forget_idle_names_locked() {
+  last_submitted_ = nullptr;
+  for (auto& entry : names_) entry.second->next = nullptr;
   std::erase_if(names_, [](const auto& entry) {
     return !entry.second->outstanding && entry.second->known_id < 0;
   });

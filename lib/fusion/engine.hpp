@@ -74,6 +74,10 @@ struct NameSlot {
   // cycle_mu_ as well), which also reads it without mu_.
   bool outstanding = false;  // a tensor of this name is pending or incoming
   int64_t known_id = -1;     // the KnownTable id of the name; -1: not known
+  // The name submitted right after this one last time (under mu_): names
+  // come in the same order step after step, so the next submission is
+  // usually that one, found by a comparison instead of a hash lookup.
+  NameSlot* next = nullptr;
 };
 
 // One submitted tensor; done when its completion is.
@@ -221,7 +225,8 @@ class Engine {
   };
   std::unordered_map<std::string_view, std::unique_ptr<NameSlot>, NameHash> names_;
   std::size_t names_limit_;
-  std::size_t outstanding_count_ = 0;  // tensors pending or incoming
+  NameSlot* last_submitted_ = nullptr;  // the slot of the last submission
+  std::size_t outstanding_count_ = 0;   // tensors pending or incoming
   std::size_t outstanding_bytes_ = 0;
   // When the first of the outstanding tensors was submitted (none before).
   Clock::time_point outstanding_since_{};

@@ -608,6 +608,26 @@ TEST_CASE("fused allreduce: local refusals", "[fusion]") {
   });
   CHECK(all_zero(results));
   CHECK(message.find("'x' is already pending") != std::string::npos);
+  // The same when the name comes where the engine expects it from the last
+  // steps' order (p, q, p: after q came p), so that no hash lookup runs.
+  message.clear();
+  results = run(1, [&](int, chorus_comm_t comm) -> int {
+    float p[2] = {1, 2}, q[2] = {3, 4};
+    chorus_request_t rp = nullptr, rq = nullptr, again = nullptr;
+    for (int step = 0; step < 3; ++step) {
+      if (chorus_fused_allreduce(comm, "p", p, p, 2, CHORUS_FLOAT32, CHORUS_SUM, &rp) ||
+          chorus_fused_allreduce(comm, "q", q, q, 2, CHORUS_FLOAT32, CHORUS_SUM, &rq))
+        return 10 + step;
+      if (step < 2 && (chorus_wait(&rp, 0) || chorus_wait(&rq, 0))) return 20 + step;
+    }
+    const auto rc = chorus_fused_allreduce(comm, "p", q, q, 2, CHORUS_FLOAT32, CHORUS_SUM, &again);
+    message = chorus_comm_last_error(comm);
+    chorus_wait(&rp, 0);
+    chorus_wait(&rq, 0);
+    return rc == CHORUS_ERR_INVALID_ARGUMENT && again == nullptr ? 0 : 3;
+  });
+  CHECK(all_zero(results));
+  CHECK(message.find("'p' is already pending") != std::string::npos);
 }
 
 TEST_CASE("fused allreduce: the C++ form", "[fusion]") {
