@@ -22,34 +22,28 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
           nullptr, 0);
 }
 
-bool Completion::claim() {
-  uint32_t expected = kPending;
-  return state_.compare_exchange_strong(expected, kBusy, std::memory_order_acq_rel);
-}
-
-void Completion::publish(uint32_t state) {
-  // Sequentially consistent, as the sleeper's increment and its reload of
-  // the state are: with a release store here the load below could pass it
-  // (store-load reordering), see no sleeper, and leave one asleep for its
-  // whole 100 ms slice.
-  state_.store(state, std::memory_order_seq_cst);
-  wake_sleepers();
-}
-
-void Completion::wake_sleepers() {
-  if (sleepers_.load(std::memory_order_seq_cst) != 0) futex_wake_all(state_);
+bool Completion::move(uint32_t from, uint32_t to) {
+  uint32_t word = state_.load(std::memory_order_relaxed);
+  do {
+    if ((word & kStateMask) != from) return false;
+  } while (!state_.compare_exchange_weak(word, (word & ~kStateMask) | to, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  // Only the word's address from here: a waiter that saw the final state may
+  // have freed the object already. While one sleeps it cannot have; one
+  // whose sleep just timed out may, and then the wake finds no one (the
+  // kernel only hashes a private futex's address).
+  if (to >= kDone && word >= kSleeper) futex_wake_all(state_);
+  return true;
 }
 
 void Completion::complete() {
-  // No error to store first: one atomic operation claims and publishes.
-  uint32_t expected = kPending;
-  if (state_.compare_exchange_strong(expected, kDone, std::memory_order_seq_cst)) wake_sleepers();
+  move(kPending, kDone);
 }
 
 void Completion::fail(std::exception_ptr error) {
-  if (!claim()) return;
+  if (!move(kPending, kBusy)) return;
   error_ = std::move(error);
-  publish(kFailed);
+  move(kBusy, kFailed);
 }
 
 void Completion::rethrow_if_failed() const {
@@ -77,16 +71,16 @@ bool Completion::wait(const Deadline& deadline, const Spin& spin) {
     spin_step(round < kPauses ? spin : yielding, round);
   }
   while (true) {
-    uint32_t s = state_.load(std::memory_order_acquire);
-    if (s == kDone || s == kFailed) return true;
+    if (done()) return true;
     if (deadline.expired()) return false;
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    s = state_.load(std::memory_order_seq_cst);
-    if (s == kPending || s == kBusy)
+    // Counted in the word itself: a completion after this sees the sleeper
+    // in its compare-exchange; one before it, the kernel sees in the word.
+    const uint32_t word = state_.fetch_add(kSleeper, std::memory_order_seq_cst) + kSleeper;
+    if ((word & kStateMask) < kDone)
       futex_wait(
-          state_, s,
+          state_, word,
           std::min<std::chrono::nanoseconds>(deadline.remaining(), std::chrono::milliseconds(100)));
-    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    state_.fetch_sub(kSleeper, std::memory_order_seq_cst);
   }
 }
 

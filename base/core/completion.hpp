@@ -15,9 +15,11 @@ class Completion {
  public:
   // Not while fail() is storing its error (kBusy): a waiter let through then
   // would find no error and take the failure for a success.
-  bool done() const { return state_.load(std::memory_order_acquire) >= kDone; }
-  bool failed() const { return state_.load(std::memory_order_acquire) == kFailed; }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kStateMask) >= kDone; }
+  bool failed() const { return (state_.load(std::memory_order_acquire) & kStateMask) == kFailed; }
   // Exactly one of complete()/fail() takes effect; later calls are ignored.
+  // Neither touches the object after the atomic operation that makes it
+  // done, so a waiter that sees it done may free it at once.
   void complete();
   void fail(std::exception_ptr error);
   // Rethrows the stored error, if any. Only valid once done().
@@ -29,13 +31,17 @@ class Completion {
   bool wait(const Deadline& deadline, const Spin& spin);
 
  private:
+  // state_: the state in its low two bits, the number of waiters asleep on
+  // the word above them (kSleeper each). One word, so that the thread that
+  // completes learns from its own compare-exchange whether anyone sleeps.
   static constexpr uint32_t kPending = 0, kBusy = 1, kDone = 2, kFailed = 3;
-  bool claim();
-  void publish(uint32_t state);
-  void wake_sleepers();
+  static constexpr uint32_t kStateMask = 3, kSleeper = 4;
+  // Moves the state from `from` to `to`, keeping the sleepers; false (and
+  // nothing changed) when the state was not `from`. Wakes the sleepers when
+  // `to` is final.
+  bool move(uint32_t from, uint32_t to);
 
   std::atomic<uint32_t> state_{kPending};
-  std::atomic<uint32_t> sleepers_{0};
   std::exception_ptr error_;
 };
 

@@ -60,10 +60,13 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       chorus_request& handle = fused->request;
       handle.owner = comm;
       handle.spin = c.wait_spin();
-      // The engine's reference (one atomic increment), then the request's
-      // own, which only release_request drops: set once submit cannot throw.
-      comm->fusion.engine(c).submit(std::string_view(name, length),
-                                    chorus::fusion::FusedPtr(fused));
+      // Lent to the engine, no reference counted (Engine::submit): the
+      // request frees it, and only once it is done (chorus_wait,
+      // chorus_test). The request's own reference, which release_request
+      // drops, is set once submit cannot throw.
+      comm->fusion.engine(c).submit(
+          std::string_view(name, length),
+          chorus::fusion::FusedPtr(chorus::fusion::FusedPtr(), fused.get()));
       handle.fused = std::move(fused);
       *request = &handle;
     });

@@ -309,6 +309,7 @@ std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
   const auto stall_after = seconds(options_.stall_s), timeout_after = seconds(options_.timeout_s);
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     FusedTensor& t = *pending_[i];
+    t.ready_index = -1;
     const int64_t id = t.slot->known_id;  // written by cycles only, as this one
     t.known_id = id >= 0 && known_.at(static_cast<uint32_t>(id)).same_shape(t.shape) ? id : -1;
     if (t.known_id >= 0) {
@@ -458,12 +459,34 @@ void Engine::execute(std::vector<FusedTensor*> ready, Clock::time_point agreed) 
   const auto buckets =
       plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
                    [](const FusedTensor* t) -> const TensorShape& { return t->shape; });
-  for (const auto& bucket : buckets) {
-    const std::span<FusedTensor* const> tensors(ready.data() + bucket.first, bucket.size());
-    run_bucket(tensors, bucket.bytes, agreed);
-    complete(tensors);
+  // Out of pending_ before any is done: a lent tensor may be freed as soon
+  // as it is, so nothing here may touch it after.
+  for (std::size_t i = 0; i < ready.size(); ++i) ready[i]->ready_index = static_cast<int64_t>(i);
+  std::vector<FusedPtr> taken(ready.size());  // in ready's order
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    FusedPtr& t = pending_[i];
+    if (t->ready_index >= 0) {
+      taken[static_cast<std::size_t>(t->ready_index)] = std::move(t);
+    } else {
+      if (kept != i) pending_[kept] = std::move(t);
+      ++kept;
+    }
   }
-  std::erase_if(pending_, [](const FusedPtr& t) { return t->completion.done(); });
+  pending_.resize(kept);
+  std::size_t finished = 0;  // ready[0, finished) are done
+  try {
+    for (const auto& bucket : buckets) {
+      const std::span<FusedTensor* const> tensors(ready.data() + bucket.first, bucket.size());
+      run_bucket(tensors, bucket.bytes, agreed);
+      complete(tensors);
+      finished = bucket.last;
+    }
+  } catch (...) {
+    // The rest are pending still, for the engine's stop to fail them.
+    for (std::size_t i = finished; i < taken.size(); ++i) pending_.push_back(std::move(taken[i]));
+    throw;
+  }
 }
 
 void Engine::run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes,

@@ -94,8 +94,10 @@ struct FusedTensor {
   Clock::time_point submitted;
   Completion completion;
   // Cycle state (cycle_mu_): the known id of the name with this shape (-1:
-  // none), found by each negotiation round.
+  // none), found by each negotiation round; its place in the round's ready
+  // list (-1: not ready).
   int64_t known_id = -1;
+  int64_t ready_index = -1;
 
   const std::string& name() const { return slot->name; }
   TensorSpec spec() const { return {slot->name, shape.count, shape.dtype, shape.op}; }
@@ -139,7 +141,10 @@ class Engine {
   // pending here, and the engine's error once it has stopped.
   FusedPtr submit(std::string_view name, TensorShape shape, const void* send, void* recv);
   // The same for a tensor the caller made, with its shape and buffers set
-  // (the C API makes it in one allocation with its request).
+  // (the C API makes it in one allocation with its request). A FusedPtr
+  // that owns nothing (aliasing an empty one) lends the tensor: the caller
+  // keeps it alive until it is done, and the engine touches it no more from
+  // the moment it is (the C API's request: no reference count to pay).
   void submit(std::string_view name, FusedPtr tensor);
   // Tells the peers, finishes what is ready everywhere, fails the rest, and
   // stops (bounded by CHORUS_TIMEOUT). Idempotent.
