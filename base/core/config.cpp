@@ -293,6 +293,26 @@ std::vector<ConfigVar> build_registry() {
                "Off, or with CHORUS_NET_ALPHA_US / CHORUS_NET_GBPS set, those values are used.",
                [](Config& c, std::string_view v) { c.link_probe = parse_bool(v); },
                [](const Config& c) { return std::string(c.link_probe ? "1" : "0"); }});
+  r.push_back({"CHORUS_AGREE", "256K",
+               "Verdict round: a collective returns success only once every rank still alive "
+               "has its result, so that a rank that dies in the middle of a call, or just "
+               "after it, leaves every survivor with the same verdict. One more "
+               "synchronisation per call: 1 (every call), 0 (none), or a size: calls of at "
+               "least that many bytes (count x element size), where it costs nothing "
+               "measurable.",
+               [](Config& c, std::string_view v) {
+                 std::optional<bool> every;
+                 try {
+                   every = parse_bool(v);
+                 } catch (const UsageError&) {  // a size, then
+                 }
+                 c.agree_min_bytes = every ? (*every ? 0 : Config::kAgreeNever) : parse_bytes(v);
+               },
+               [](const Config& c) {
+                 if (c.agree_min_bytes == Config::kAgreeNever) return std::string("0");
+                 if (c.agree_min_bytes == 0) return std::string("1");
+                 return format_bytes(c.agree_min_bytes);
+               }});
   r.push_back(int_var("CHORUS_FUSION_CACHE", "1024",
                       "Fusion engine: tensor names remembered for the one-collective "
                       "negotiation (a byte each per cycle); later names negotiate in full.",

@@ -62,6 +62,13 @@ struct Config {
   // CHORUS_NET_GBPS (net_given), which then win.
   bool link_probe = true;
   bool net_given = false;
+  // Collectives of at least this many bytes (count x element size) end with
+  // a verdict round (collectives/verdict/agree.hpp); kAgreeNever: none.
+  static constexpr std::size_t kAgreeNever = SIZE_MAX;
+  std::size_t agree_min_bytes = 256 << 10;
+  bool agrees(uint64_t call_bytes) const {
+    return agree_min_bytes != kAgreeNever && call_bytes >= agree_min_bytes;
+  }
 };
 
 // An environment to read from: the process's, or a map in tests.

@@ -367,8 +367,7 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
       const int watched = watch().rank;
       const int awaited = watched == rank_ ? -1 : watched;
       for (int r = 0; r < layout_.ranks; ++r)
-        if (r != rank_ && (awaited < 0 || r == awaited))
-          spec.control->check_peer(named(r), spec.tag, spec.call ? *spec.call : CallSignature{});
+        if (r != rank_ && (awaited < 0 || r == awaited)) check_peer(r, spec);
     }
     if (spec.call) check_announcements(*spec.call);
     if (spec.control && spec.call && Clock::now() >= announce_at) {
@@ -418,6 +417,42 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
     return Watch{&w.value, &w.sleepers, summed ? first_behind(c, value, 0) : behind};
   };
   wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
+}
+
+void Domain::wait_present(Counter c, uint64_t value, const WaitSpec& spec) {
+  CHORUS_CHECK(totalled(c), "wait_present on counter {}, which is not totalled",
+               static_cast<int>(c));
+  const uint64_t target = value * static_cast<uint64_t>(layout_.ranks);
+  std::vector<char> gone;  // sized once a rank is found gone
+  int behind = 0;
+  auto ready = [&] {
+    if (total(c).value.load(std::memory_order_acquire) >= target) return true;
+    for (int i = 0; i < layout_.ranks; ++i) {
+      const int r = (behind + i) % layout_.ranks;
+      if (counter(r, c).value.load(std::memory_order_acquire) < value &&
+          (gone.empty() || !gone[static_cast<std::size_t>(r)])) {
+        behind = r;
+        return false;
+      }
+    }
+    return true;
+  };
+  auto watch = [&] { return Watch{&total(c).value, &total(c).sleepers, behind}; };
+  WaitSpec marking = spec;
+  marking.gone = &gone;
+  wait_until(ready, watch, marking, [&] { throw_timeout(c, value, spec); });
+}
+
+void Domain::check_peer(int r, const WaitSpec& spec) const {
+  const CallSignature call = spec.call ? *spec.call : CallSignature{};
+  try {
+    spec.control->check_peer(named(r), spec.tag, call);
+  } catch (const IoError&) {
+    if (!spec.gone) throw;
+    spec.control->check_call(spec.tag, call);  // the call itself failed: that error
+    if (spec.gone->empty()) spec.gone->assign(static_cast<std::size_t>(layout_.ranks), 0);
+    (*spec.gone)[static_cast<std::size_t>(r)] = 1;
+  }
 }
 
 // --- the latency path's mail ------------------------------------------------

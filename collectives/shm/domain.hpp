@@ -116,6 +116,10 @@ struct WaitSpec {
   Transport* control = nullptr;         // the control channel, asked on health slices
   uint32_t tag = 0;                     // the call's tag (whether a failure spares it)
   const CallSignature* call = nullptr;  // this rank's call: names it, and finds mismatches
+  // Set by wait_present: a peer the control channel knows is gone (died or
+  // left) while this call is still spared is marked here (by domain rank)
+  // instead of ending the wait.
+  std::vector<char>* gone = nullptr;
 };
 
 class Domain {
@@ -166,6 +170,12 @@ class Domain {
   void publish(Counter counter, uint64_t value);
   // Returns once every rank's counter is >= value (acquire).
   void wait_all(Counter counter, uint64_t value, const WaitSpec& spec);
+  // As wait_all, but a rank that is gone (died or left, as the control
+  // channel says) without failing this call (its failure spares it, Spared)
+  // is not waited for: the verdict round (collectives/verdict) needs only
+  // the ranks still alive. Sleeps on the total, so a gone rank costs a
+  // health slice per wake-up. Totalled counters only.
+  void wait_present(Counter counter, uint64_t value, const WaitSpec& spec);
 
   // The latency path: after writing small_buffer(rank(), call), post_mail
   // makes it visible with the call's signature; wait_mail returns once every
@@ -223,6 +233,10 @@ class Domain {
   // timed_out() (which throws) at the deadline.
   template <typename Ready, typename WatchFn, typename TimedOut>
   void wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec, TimedOut&& timed_out);
+  // The health slice's question about domain rank r: throws if it died,
+  // aborted or left (check_peer), unless spec.gone is set and this call is
+  // still spared: then marks it there.
+  void check_peer(int r, const WaitSpec& spec) const;
   [[noreturn]] void throw_timeout(Counter counter, uint64_t value, const WaitSpec& spec) const;
 
   // The stuck-rank report: where each of these (job) ranks was, by its last

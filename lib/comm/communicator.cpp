@@ -13,6 +13,7 @@
 #include "collectives/registry.hpp"
 #include "collectives/shm/domain.hpp"
 #include "collectives/tuner/tuning_file.hpp"
+#include "collectives/verdict/agree.hpp"
 #include "lib/comm/host_domain.hpp"
 #include "lib/comm/link_probe.hpp"
 
@@ -307,6 +308,8 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
     body(ctx);
+    if (config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype))))
+      agree_on_verdict(ctx);
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {

@@ -19,6 +19,12 @@
  *                (its peers may still be finishing it: they must finish it
  *                too, since the victim did); each survivor then makes one
  *                more call and prints "after RANK CODE", which must fail
+ *   killed-during  makes the call, and dies (SIGALRM, whose default action
+ *                ends the process) FAULT_KILL_US microseconds after it began
+ *                (default: a random delay below 3000): in the middle of the
+ *                call, or just after it. Every survivor must reach the same
+ *                verdict, success or PEER_FAILURE (CHORUS_AGREE=1; without
+ *                the verdict round they may not: docs/architecture.md)
  *   exited       exits (_exit, status 0) without destroying its communicator
  *   destroyed    destroys its communicator
  *   aborted      calls chorus_comm_abort
@@ -310,6 +316,18 @@ int main(int argc, char** argv) {
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);
+  } else if (strcmp(fault, "killed-during") == 0) {
+    if (faulty) {
+      const char* given = getenv("FAULT_KILL_US");
+      srand((unsigned)(now_ms() ^ (long long)getpid()));
+      const long delay_us = given ? atol(given) : rand() % 3000;
+      struct itimerval at = {{0, 0}, {delay_us / 1000000, delay_us % 1000000 + 1}};
+      say("fault %d %lld\n", rank, now_ms());
+      setitimer(ITIMER_REAL, &at, NULL);
+      rc = make_call(comm, size, &call, 0, form);
+      for (;;) pause(); /* the call ended first: the alarm still comes */
+    }
+    rc = make_call(comm, size, &call, 0, form);
   } else if (strcmp(fault, "exited") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     _exit(0); /* as a process that ends without cleaning up: no atexit work */

@@ -15,6 +15,9 @@
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
+#include "base/core/scratch.hpp"
+#include "collectives/team.hpp"
+#include "collectives/verdict/agree.hpp"
 #include "tests/common/transport_test.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -636,4 +639,81 @@ TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent
   check_death_spared_call(*rank0, posted, tag, part);
   rank0->board().slot(tag).leave(sig_of(3, 16), false);
   rank0.reset();
+}
+
+// The verdict round (collectives/verdict/agree.hpp) over TCP, rank 0 real and
+// rank 1 played by hand: its have, its death, its failure notice, its silence.
+namespace {
+
+enum class Rank1 { has_then_dies, dies_without_have, fails_call, silent };
+
+chorus_result_t verdict_with(Rank1 what, std::string* message) {
+  WithFakeRank1 pair("v/");
+  TcpTransport& rank0 = *pair.rank0;
+  const uint32_t tag = (6u << Spared::kSpaceShift) | 1;
+  const CallSignature sig = sig_of(4, 16);
+  rank0.board().slot(tag).enter(sig);
+  Team team = Team::of(rank0, {0, 1}, tag, nullptr, "world");
+  ScratchPool scratch;
+  const auto deadline =
+      Deadline::after(std::chrono::milliseconds(what == Rank1::silent ? 300 : 10000));
+  CollectiveContext ctx = CollectiveContext::over(team, scratch, sig, deadline, 0, Spin{});
+  auto send_frame = [&](FrameType type, uint32_t frame_tag, const CallSignature& s,
+                        std::span<const std::byte> payload) {
+    const auto header = make_frame(type, frame_tag, payload.size(), s);
+    write_all(pair.fd.get(), bytes_of(header), Deadline::after(std::chrono::seconds(10)));
+    if (!payload.empty())
+      write_all(pair.fd.get(), payload, Deadline::after(std::chrono::seconds(10)));
+  };
+  switch (what) {
+    case Rank1::has_then_dies:
+      send_frame(FrameType::data, tag, sig, {});
+      pair.fd.reset();
+      break;
+    case Rank1::dies_without_have:
+      pair.fd.reset();
+      break;
+    case Rank1::fails_call: {  // it finished #3 only
+      Spared spared;
+      spared.entries.push_back({tag >> Spared::kSpaceShift, 3});
+      const std::string notice = encode_notice("rank 1: its part of #4 never came", spared, 4096);
+      send_frame(FrameType::abort, static_cast<uint32_t>(CHORUS_ERR_PEER_FAILURE), CallSignature{},
+                 std::as_bytes(std::span(notice)));
+      break;
+    }
+    case Rank1::silent:
+      break;
+  }
+  chorus_result_t code = CHORUS_SUCCESS;
+  try {
+    agree_on_verdict(ctx);
+  } catch (const Error& e) {
+    code = e.code();
+    if (message) *message = e.what();
+  }
+  rank0.board().slot(tag).leave(sig, code == CHORUS_SUCCESS);
+  pair.fd.reset();
+  pair.rank0.reset();
+  return code;
+}
+
+}  // namespace
+
+TEST_CASE("verdict round: a peer that dies is not waited for, whether its have came or not") {
+  // Its death spares the call rank 0 is in: whatever it sent is here, and
+  // nothing more will come, so only the ranks still alive must have theirs.
+  CHECK(verdict_with(Rank1::has_then_dies, nullptr) == CHORUS_SUCCESS);
+  CHECK(verdict_with(Rank1::dies_without_have, nullptr) == CHORUS_SUCCESS);
+}
+
+TEST_CASE("verdict round: a peer that failed the call fails it here, with its message") {
+  std::string message;
+  CHECK(verdict_with(Rank1::fails_call, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("its part of #4 never came"));
+}
+
+TEST_CASE("verdict round: a peer alive but silent is waited for until the deadline") {
+  std::string message;
+  CHECK(verdict_with(Rank1::silent, &message) == CHORUS_ERR_TIMEOUT);
+  CHECK_THAT(message, Catch::Contains("rank 1"));
 }

@@ -302,3 +302,22 @@ TEST_CASE("CHORUS_NET_*: set or default; CHORUS_LINK_PROBE", "[config]") {
   CHECK_THROWS_AS(load_config(map_env({{"CHORUS_LINK_PROBE", "maybe"}})), UsageError);
   CHECK_THROWS_AS(load_config(map_env({{"CHORUS_NET_GBPS", "-1"}})), UsageError);
 }
+
+TEST_CASE("CHORUS_AGREE: every call, none, or from a size", "[config]") {
+  const Config defaults = load_config(map_env({}));
+  CHECK(defaults.agree_min_bytes == 256 * 1024);
+  CHECK_FALSE(defaults.agrees(256 * 1024 - 1));
+  CHECK(defaults.agrees(256 * 1024));
+  CHECK(var("CHORUS_AGREE").show(defaults) == "256K");
+  const Config every = load_config(map_env({{"CHORUS_AGREE", "on"}}));
+  CHECK(every.agrees(0));  // a barrier too
+  CHECK(var("CHORUS_AGREE").show(every) == "1");
+  const Config none = load_config(map_env({{"CHORUS_AGREE", "0"}}));
+  CHECK_FALSE(none.agrees(uint64_t{1} << 40));
+  CHECK(var("CHORUS_AGREE").show(none) == "0");
+  CHECK(load_config(map_env({{"CHORUS_AGREE", "4K"}})).agree_min_bytes == 4096);
+  const std::string what = usage_error_of([] {
+    load_config(map_env({{"CHORUS_AGREE", "sometimes"}}));
+  });
+  CHECK(what.find("CHORUS_AGREE") != std::string::npos);
+}

@@ -1,0 +1,69 @@
+#include "collectives/verdict/agree.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/core/error.hpp"
+#include "collectives/common/shm_pipeline.hpp"
+
+namespace chorus {
+namespace {
+
+// Whether `member` is gone while this call is still spared. Throws the
+// call's own failure if it is no longer spared.
+bool gone_sparing(CollectiveContext& ctx, int member) {
+  ctx.transport.check_call(ctx.tag, ctx.sig);
+  try {
+    ctx.transport.check_peer(member, ctx.tag, ctx.sig);
+  } catch (const IoError&) {
+    return true;
+  }
+  return false;
+}
+
+void agree_over_transport(CollectiveContext& ctx) {
+  std::vector<RequestPtr> pending;
+  pending.reserve(2 * static_cast<std::size_t>(ctx.size() - 1));
+  for (int r = 0; r < ctx.size(); ++r)
+    if (r != ctx.rank()) pending.push_back(ctx.await_confirmation(r));
+  for (int r = 0; r < ctx.size(); ++r)
+    if (r != ctx.rank()) pending.push_back(ctx.confirm(r));
+  while (!pending.empty()) {
+    try {
+      ctx.wait(pending);
+      return;
+    } catch (const IoError&) {
+      // Requests to or from a gone peer fail; the others go on. Anything
+      // else (a timeout, a peer's failure notice) is this call's verdict.
+      const std::exception_ptr error = std::current_exception();
+      bool any_gone = false;
+      for (const RequestPtr& q : pending) {
+        if (!q->completion().failed()) continue;
+        if (!gone_sparing(ctx, q->peer())) std::rethrow_exception(error);
+        any_gone = true;
+      }
+      if (!any_gone) throw;
+      std::erase_if(pending, [](const RequestPtr& q) { return q->done(); });
+    }
+  }
+}
+
+void agree_over_shm(CollectiveContext& ctx) {
+  shm::Domain& domain = *ctx.shm;
+  const uint64_t step = domain.take_barrier() + 1;
+  domain.publish(shm::Counter::arrived, step);
+  domain.wait_present(shm::Counter::arrived, step, shm_wait_spec(ctx));
+}
+
+}  // namespace
+
+void agree_on_verdict(CollectiveContext& ctx) {
+  if (ctx.size() < 2) return;
+  if (ctx.shm)
+    agree_over_shm(ctx);
+  else
+    agree_over_transport(ctx);
+  ctx.transport.check_call(ctx.tag, ctx.sig);
+}
+
+}  // namespace chorus
