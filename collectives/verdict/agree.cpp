@@ -33,17 +33,24 @@ void agree_over_transport(CollectiveContext& ctx) {
       ctx.wait(pending);
       return;
     } catch (const IoError&) {
-      // Requests to or from a gone peer fail; the others go on. Anything
-      // else (a timeout, a peer's failure notice) is this call's verdict.
+      // A gone peer's requests fail, or the wait's own health check finds
+      // it gone first (a routed transport asks the control channel while
+      // UCX still holds the request): either way it is not waited for.
+      // Anything else (a timeout, a peer's failure notice) is the verdict.
       const std::exception_ptr error = std::current_exception();
-      bool any_gone = false;
+      std::vector<RequestPtr> left;
+      bool dropped = false;
       for (const RequestPtr& q : pending) {
-        if (!q->completion().failed()) continue;
-        if (!gone_sparing(ctx, q->peer())) std::rethrow_exception(error);
-        any_gone = true;
+        if (q->done() && !q->completion().failed()) continue;
+        if (gone_sparing(ctx, q->peer())) {
+          dropped = true;
+          continue;
+        }
+        if (q->completion().failed()) std::rethrow_exception(error);
+        left.push_back(q);
       }
-      if (!any_gone) throw;
-      std::erase_if(pending, [](const RequestPtr& q) { return q->done(); });
+      if (!dropped) throw;
+      pending = std::move(left);
     }
   }
 }
