@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/core/error.hpp"
+#include "base/core/log.hpp"
 #include "collectives/common/shm_pipeline.hpp"
 
 namespace chorus {
@@ -43,6 +44,9 @@ void agree_over_transport(CollectiveContext& ctx) {
       for (const RequestPtr& q : pending) {
         if (q->done() && !q->completion().failed()) continue;
         if (gone_sparing(ctx, q->peer())) {
+          static spdlog::logger& log = logger("coll");
+          log.info("rank {}: {}: rank {} is gone; its verdict is not waited for",
+                   ctx.team.member(ctx.rank()), describe(ctx.sig), q->peer());
           dropped = true;
           continue;
         }
