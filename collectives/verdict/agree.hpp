@@ -25,8 +25,9 @@
 //
 // Still open: two failures within one call (a rank that fails the call and
 // then dies before its notice reaches every peer), a deadline that expires
-// while the last have is on its way, and a connection dropped between two
-// live ranks (each takes the other for gone).
+// while the last have is on its way, and a connection the network drops
+// between two live ranks (each takes the other for gone; a rank that drops
+// a corrupted stream tells its peer first: transports/tcp/tcp_receive.cpp).
 #pragma once
 
 #include "collectives/context.hpp"

@@ -645,9 +645,10 @@ TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent
 // rank 1 played by hand: its have, its death, its failure notice, its silence.
 namespace {
 
-enum class Rank1 { has_then_dies, dies_without_have, fails_call, silent };
+enum class Rank1 { has_then_dies, dies_without_have, fails_call, silent, sends_garbage };
 
-chorus_result_t verdict_with(Rank1 what, std::string* message) {
+// notice_back: whether rank 0 then sent rank 1 a failure notice.
+chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back = nullptr) {
   WithFakeRank1 pair("v/");
   TcpTransport& rank0 = *pair.rank0;
   const uint32_t tag = (6u << Spared::kSpaceShift) | 1;
@@ -683,6 +684,12 @@ chorus_result_t verdict_with(Rank1 what, std::string* message) {
     }
     case Rank1::silent:
       break;
+    case Rank1::sends_garbage: {  // alive, but its stream is broken
+      auto h = make_frame(FrameType::data, tag, 0, sig);
+      h.magic = 0x12345678;
+      write_all(pair.fd.get(), bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+      break;
+    }
   }
   chorus_result_t code = CHORUS_SUCCESS;
   try {
@@ -692,6 +699,16 @@ chorus_result_t verdict_with(Rank1 what, std::string* message) {
     if (message) *message = e.what();
   }
   rank0.board().slot(tag).leave(sig, code == CHORUS_SUCCESS);
+  if (notice_back) {  // the frames rank 0 sent rank 1, up to a notice
+    *notice_back = false;
+    FrameHeader back{};
+    while (!*notice_back) {
+      read_exact(pair.fd.get(), writable_bytes_of(back), Deadline::after(std::chrono::seconds(10)));
+      std::vector<std::byte> payload(back.length);
+      read_exact(pair.fd.get(), payload, Deadline::after(std::chrono::seconds(10)));
+      *notice_back = static_cast<FrameType>(back.type) == FrameType::abort;
+    }
+  }
   pair.fd.reset();
   pair.rank0.reset();
   return code;
@@ -716,4 +733,15 @@ TEST_CASE("verdict round: a peer alive but silent is waited for until the deadli
   std::string message;
   CHECK(verdict_with(Rank1::silent, &message) == CHORUS_ERR_TIMEOUT);
   CHECK_THAT(message, Catch::Contains("rank 1"));
+}
+
+TEST_CASE("verdict round: a peer whose stream is corrupt is failed, not taken for dead") {
+  // Rank 0 drops the broken stream, but rank 1 is alive: were it taken for
+  // gone, each side could finish a call the other fails. Rank 0 fails the
+  // call, and tells rank 1 so on its own stream before the connection ends.
+  std::string message;
+  bool notice_back = false;
+  CHECK(verdict_with(Rank1::sends_garbage, &message, &notice_back) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("malformed frame"));
+  CHECK(notice_back);
 }

@@ -80,7 +80,21 @@ void TcpTransport::on_header(int peer) {
   RxState& rx = p.rx;
   auto bytes = std::span<const std::byte>(rx.stage.data() + rx.stage_begin, sizeof(FrameHeader));
   if (auto error = validate_frame(bytes)) {
-    peer_lost(peer, fmt::format("malformed frame: {}", *error));
+    const std::string why = fmt::format("malformed frame: {}", *error);
+    if (!options_.isolate_peer_failures && !closing_) {
+      // The sender is alive, not dead: dropping its stream must not let it
+      // take this rank for dead and finish a call this rank cannot (the
+      // verdict round does not wait for a gone peer). So this is a failure
+      // here, sparing only the calls this rank finished, and the notice
+      // goes out on this rank's own stream to it, which is intact, before
+      // the connection ends.
+      fail_and_notify_locked(
+          CHORUS_ERR_PEER_FAILURE,
+          fmt::format("peer failure: rank {} sent rank {} a {}; the connection is dropped", peer,
+                      options_.rank, why),
+          "", board().spared());
+    }
+    peer_lost(peer, why);
     return;
   }
   std::memcpy(&rx.header, bytes.data(), sizeof(FrameHeader));
