@@ -217,6 +217,17 @@ void wait_all(Transport& transport, std::span<const RequestPtr> requests, const 
   wait_all_impl(transport, requests, deadline, spin, [&] { return std::string(what); });
 }
 
+bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallSignature& sig) {
+  transport.check_call(tag, sig);
+  try {
+    transport.check_peer(peer, tag, sig);
+  } catch (const IoError&) {
+    transport.check_call(tag, sig);  // the failure that says so may refuse the call
+    return true;
+  }
+  return false;
+}
+
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
               const CallSignature& call) {
   wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin, call);

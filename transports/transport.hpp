@@ -256,6 +256,12 @@ void wait_all(Transport& transport, std::span<const RequestPtr> requests, const 
               Spin spin, const CallSignature& call);
 void wait_all(Transport& transport, std::span<const RequestPtr> requests, const Deadline& deadline,
               Spin spin, std::string_view what);
+// Whether `peer` is gone (died or left: check_peer throws) while the call
+// with this tag and signature is still spared. Throws the call's own failure
+// if it is not spared any more. What the verdict round asks of a peer it
+// does not hear from (collectives/verdict/agree.hpp).
+bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallSignature& sig);
+
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
               const CallSignature& call);
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,

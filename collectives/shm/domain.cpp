@@ -445,14 +445,13 @@ void Domain::wait_present(Counter c, uint64_t value, const WaitSpec& spec) {
 
 void Domain::check_peer(int r, const WaitSpec& spec) const {
   const CallSignature call = spec.call ? *spec.call : CallSignature{};
-  try {
+  if (!spec.gone) {
     spec.control->check_peer(named(r), spec.tag, call);
-  } catch (const IoError&) {
-    if (!spec.gone) throw;
-    spec.control->check_call(spec.tag, call);  // the call itself failed: that error
-    if (spec.gone->empty()) spec.gone->assign(static_cast<std::size_t>(layout_.ranks), 0);
-    (*spec.gone)[static_cast<std::size_t>(r)] = 1;
+    return;
   }
+  if (!gone_while_spared(*spec.control, named(r), spec.tag, call)) return;
+  if (spec.gone->empty()) spec.gone->assign(static_cast<std::size_t>(layout_.ranks), 0);
+  (*spec.gone)[static_cast<std::size_t>(r)] = 1;
 }
 
 // --- the latency path's mail ------------------------------------------------

@@ -10,18 +10,6 @@
 namespace chorus {
 namespace {
 
-// Whether `member` is gone while this call is still spared. Throws the
-// call's own failure if it is no longer spared.
-bool gone_sparing(CollectiveContext& ctx, int member) {
-  ctx.transport.check_call(ctx.tag, ctx.sig);
-  try {
-    ctx.transport.check_peer(member, ctx.tag, ctx.sig);
-  } catch (const IoError&) {
-    return true;
-  }
-  return false;
-}
-
 void agree_over_transport(CollectiveContext& ctx) {
   std::vector<RequestPtr> pending;
   pending.reserve(2 * static_cast<std::size_t>(ctx.size() - 1));
@@ -43,7 +31,7 @@ void agree_over_transport(CollectiveContext& ctx) {
       bool dropped = false;
       for (const RequestPtr& q : pending) {
         if (q->done() && !q->completion().failed()) continue;
-        if (gone_sparing(ctx, q->peer())) {
+        if (gone_while_spared(ctx.transport, q->peer(), ctx.tag, ctx.sig)) {
           static spdlog::logger& log = logger("coll");
           log.info("rank {}: {}: rank {} is gone; its verdict is not waited for",
                    ctx.team.member(ctx.rank()), describe(ctx.sig), q->peer());
