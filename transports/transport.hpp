@@ -90,6 +90,21 @@ struct Spared {
         if (o.space == e.space) out.entries.push_back({e.space, std::min(e.finished, o.finished)});
     return out;
   }
+  // What either spares: a call that one of two live ranks finished passed
+  // its verdict round there, so every rank had done its part of it (two
+  // ranks whose connection the network dropped: tcp_probe.cpp).
+  Spared widened_by(const Spared& other) const {
+    Spared out = *this;
+    for (const Entry& o : other.entries) {
+      auto same = std::find_if(out.entries.begin(), out.entries.end(),
+                               [&](const Entry& e) { return e.space == o.space; });
+      if (same == out.entries.end())
+        out.entries.push_back(o);
+      else
+        same->finished = std::max(same->finished, o.finished);
+    }
+    return out;
+  }
 };
 
 // A transport's failure: the first one's error, and its code and message as

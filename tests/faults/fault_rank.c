@@ -25,6 +25,11 @@
  *                call, or just after it. Every survivor must reach the same
  *                verdict, success or PEER_FAILURE (CHORUS_AGREE=1; without
  *                the verdict round they may not: docs/architecture.md)
+ *   disconnected  makes the call, and FAULT_KILL_US microseconds after it
+ *                began (as killed-during) shuts down its connections to its
+ *                peers, alive: as a network that drops (resets) them. Every
+ *                rank, the victim too, must reach the same verdict, success
+ *                or PEER_FAILURE (CHORUS_AGREE=1)
  *   exited       exits (_exit, status 0) without destroying its communicator
  *   destroyed    destroys its communicator
  *   aborted      calls chorus_comm_abort
@@ -235,6 +240,26 @@ static void corrupt_connections(int truncate) {
   }
 }
 
+/* disconnected: the connections the alarm shuts down, and whether it did. */
+static int cut_fds[64];
+static int cut_count;
+static volatile sig_atomic_t cut_done;
+
+static void cut_connections(int sig) {
+  (void)sig;
+  for (int i = 0; i < cut_count; ++i) shutdown(cut_fds[i], SHUT_RDWR);
+  cut_done = 1;
+}
+
+/* SIGALRM FAULT_KILL_US microseconds from now (default: a random delay below 3000). */
+static void alarm_soon(void) {
+  const char* given = getenv("FAULT_KILL_US");
+  srand((unsigned)(now_ms() ^ (long long)getpid()));
+  const long delay_us = given ? atol(given) : rand() % 3000;
+  struct itimerval at = {{0, 0}, {delay_us / 1000000, delay_us % 1000000 + 1}};
+  setitimer(ITIMER_REAL, &at, NULL);
+}
+
 static double timeout_s(void) {
   const char* t = getenv("CHORUS_TIMEOUT");
   return t ? atof(t) : 60.0;
@@ -273,7 +298,8 @@ int main(int argc, char** argv) {
   chorus_comm_rank(comm, &rank);
   chorus_comm_size(comm, &size);
   if (size > MAX_RANKS) return 2;
-  const int faulty = rank == victim;
+  const int two_victims = strcmp(fault, "killed-during-two") == 0;
+  const int faulty = rank == victim || (two_victims && rank == victim - 1);
   printf("pid %d %lld\n", rank, (long long)getpid());
   fflush(stdout);
 
@@ -316,16 +342,24 @@ int main(int argc, char** argv) {
   if (strcmp(fault, "killed") == 0 && faulty) {
     say("fault %d %lld\n", rank, now_ms());
     raise(SIGKILL);
-  } else if (strcmp(fault, "killed-during") == 0) {
+  } else if (strcmp(fault, "killed-during") == 0 || two_victims) {
     if (faulty) {
-      const char* given = getenv("FAULT_KILL_US");
-      srand((unsigned)(now_ms() ^ (long long)getpid()));
-      const long delay_us = given ? atol(given) : rand() % 3000;
-      struct itimerval at = {{0, 0}, {delay_us / 1000000, delay_us % 1000000 + 1}};
       say("fault %d %lld\n", rank, now_ms());
-      setitimer(ITIMER_REAL, &at, NULL);
+      alarm_soon();
       rc = make_call(comm, size, &call, 0, form);
       for (;;) pause(); /* the call ended first: the alarm still comes */
+    }
+    rc = make_call(comm, size, &call, 0, form);
+  } else if (strcmp(fault, "disconnected") == 0) {
+    if (faulty) {
+      cut_count = peer_sockets(cut_fds, 64);
+      struct sigaction cut;
+      memset(&cut, 0, sizeof cut);
+      cut.sa_handler = cut_connections;
+      cut.sa_flags = SA_RESTART;
+      sigaction(SIGALRM, &cut, NULL);
+      say("fault %d %lld\n", rank, now_ms());
+      alarm_soon();
     }
     rc = make_call(comm, size, &call, 0, form);
   } else if (strcmp(fault, "exited") == 0 && faulty) {
@@ -407,6 +441,12 @@ int main(int argc, char** argv) {
     rc = make_call(comm, size, &call, 0, form);
   }
   verdict(comm, rank, rc);
+  if (faulty && strcmp(fault, "disconnected") == 0) {
+    /* The call ended first: the cut still comes (on whichever thread takes
+     * the signal, so not a pause() here). */
+    while (!cut_done) sleep_ms(1);
+    sleep_ms(500); /* alive while the peers ask whether it is */
+  }
   const int dies_after = strcmp(fault, "killed-after") == 0;
   if (dies_after && faulty) {
     say("fault %d %lld\n", rank, now_ms());

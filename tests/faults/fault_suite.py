@@ -55,6 +55,13 @@ FAULTS = {
     # survivors may finish the call or fail it, but all the same way (None:
     # either code, the same on every survivor). Needs CHORUS_AGREE=1.
     "killed-during": (None, False, FAST_MS),
+    # As killed-during, with rank victim - 1 dying too at its own moment:
+    # two failures within one call (3 ranks and more).
+    "killed-during-two": (None, False, FAST_MS),
+    # The victim shuts down its connections (as a network that drops them)
+    # at a random moment of its call, alive: every rank, the victim too,
+    # finishes the call or fails it, all the same way. Needs CHORUS_AGREE=1.
+    "disconnected": (None, True, FAST_MS),
     "exited": (4, False, FAST_MS),
     "destroyed": (4, False, FAST_MS),
     "aborted": (9, False, FAST_MS),
@@ -102,7 +109,7 @@ def applies(fault, collective):
 
 # Faults that need the connections to be the transport's own TCP sockets
 # (fault_rank.c finds them by the process's sockets): not over UCX.
-TCP_ONLY = {"malformed-frame", "truncated"}
+TCP_ONLY = {"malformed-frame", "truncated", "disconnected"}
 # Cases whose cause is known and not fixed yet: reported as "open" with the
 # reason, not counted as failures; one that passes is reported so that the
 # entry goes. Keys: (fault, transport, size, np), None matching any.
@@ -171,7 +178,7 @@ def run_case(args, fault, transport, size, np, form, collective):
     if args.hosts > 1:  # exec keeps the pid that fault_rank.c prints
         rank_cmd = ["sh", "-c", f'CHORUS_HOST_ID=host$((CHORUS_RANK * {args.hosts} / {np})) '
                     'exec "$0" "$@"', args.rank]
-    cmd = [args.chorusrun, "-np", str(np), *rank_cmd, fault, str(victim), str(SIZES[size]), form,
+    cmd = [args.chorusrun, "-np", str(np), *rank_cmd, fault, str(victim), str(SIZES[size] if size in SIZES else int(size)), form,
            collective]
     started = time.time()
     limit = 4 * timeout_s + 30  # a hang: far past any deadline the job has
@@ -207,9 +214,11 @@ def run_case(args, fault, transport, size, np, form, collective):
             fault_at = t if fault_at is None else min(fault_at, t)
     if fault_at is None:
         fault_at = int(started * 1000)
-    if fault == "killed-during":  # it may have returned before it died: moot
-        verdicts.pop(victim, None)
-    expected = [r for r in range(np) if r != victim or victim_calls]
+    victims = [victim, victim - 1] if fault == "killed-during-two" else [victim]
+    if fault.startswith("killed-during"):  # it may have returned before it died: moot
+        for v in victims:
+            verdicts.pop(v, None)
+    expected = [r for r in range(np) if r not in victims or victim_calls]
     problems = []
     if hung:
         problems.append(f"hung: no end after {limit} s")
@@ -306,7 +315,8 @@ def main():
     p.add_argument("--rank", required=True)
     p.add_argument("--faults", default=",".join(FAULTS))
     p.add_argument("--transports", default="tcp,shm")
-    p.add_argument("--sizes", default=",".join(SIZES))
+    p.add_argument("--sizes", default=",".join(SIZES),
+                   help="size classes (" + ", ".join(SIZES) + ") or counts of floats")
     p.add_argument("--np", default="2,3")
     p.add_argument("--collectives", default="allreduce",
                    help="comma-separated, or all: " + ", ".join(COLLECTIVES))
@@ -322,6 +332,9 @@ def main():
     for f in faults:
         if f not in FAULTS:
             sys.exit(f"unknown fault {f}; known: {', '.join(FAULTS)}")
+    for s in args.sizes.split(","):
+        if s not in SIZES and not s.isdigit():
+            sys.exit(f"unknown size {s}; known: {', '.join(SIZES)}, or a count of floats")
     collectives = COLLECTIVES if args.collectives == "all" else args.collectives.split(",")
     for c in collectives:
         if c not in COLLECTIVES:
@@ -335,6 +348,8 @@ def main():
                 continue
             for size in args.sizes.split(","):
                 for np in (int(n) for n in args.np.split(",")):
+                    if fault == "killed-during-two" and np < 3:
+                        continue  # no survivor
                     # Two ranks wait blocking, three non-blocking: both forms
                     # and both counts without doubling the suite.
                     forms = ["blocking" if np == 2 else "nonblocking"]

@@ -10,6 +10,7 @@
 #include <future>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -510,9 +511,20 @@ bool closed_without_answer(const Fd& fd) {
   return ::recv(fd.get(), &byte, 1, 0) == 0;
 }
 
-// Connects to rank 0 of a two-rank world pretending to be rank 1.
-Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::string& token) {
+// A port on 127.0.0.1 that nothing listens on: the address of a dead rank.
+std::string closed_address() {
+  uint16_t port = 0;
+  { Fd listener = listen_on("127.0.0.1", &port); }
+  return bootstrap::format_host_port("127.0.0.1", port);
+}
+
+// Connects to rank 0 of a two-rank world pretending to be rank 1, after
+// publishing `listener` as its own address (by default one where nothing
+// listens: rank 0 finds it dead when it probes it).
+Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::string& token,
+              const std::string& listener = closed_address()) {
   TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
+  store.set(prefix + "addr/1", listener);
   auto addr = store.get(prefix + "addr/0", Deadline::after(std::chrono::seconds(10)));
   Fd fd = bootstrap::connect_with_retry(addr, Deadline::after(std::chrono::seconds(10)));
   auto hello = make_hello(token, 1, 0, 2);
@@ -524,12 +536,13 @@ Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::stri
 // 2-rank world, for feeding rank 0 what no real rank would send.
 struct WithFakeRank1 {
   explicit WithFakeRank1(const std::string& prefix,
-                         const std::function<void(TcpOptions&)>& adjust = {})
+                         const std::function<void(TcpOptions&)>& adjust = {},
+                         const std::string& rank1_listener = closed_address())
       : store(server.address(), kToken, Deadline::after(std::chrono::seconds(10))) {
     TcpOptions options = options_for(0, 2, prefix);
     if (adjust) adjust(options);
     std::thread t([&] { rank0 = std::make_unique<TcpTransport>(store, options); });
-    fd = fake_rank1(server, prefix, kToken);
+    fd = fake_rank1(server, prefix, kToken, rank1_listener);
     HelloAck ack{};
     read_exact(fd.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
     t.join();
@@ -645,11 +658,78 @@ TEST_CASE("tcp: a rank that dies spares the calls in progress here: what it sent
 // rank 1 played by hand: its have, its death, its failure notice, its silence.
 namespace {
 
-enum class Rank1 { has_then_dies, dies_without_have, fails_call, silent, sends_garbage };
+enum class Rank1 {
+  has_then_dies,
+  dies_without_have,
+  fails_call,
+  silent,
+  sends_garbage,
+  // Alive, but the network drops the connection (its stream ends) before its
+  // have: it answers rank 0's probe having finished #3 only, or #4 (the call)
+  dropped_unfinished,
+  dropped_finished,
+  // Alive, its end of the connection lost: it probes rank 0, having finished #4
+  probes_finished,
+};
+
+// Checks made on the threads that play rank 1 (Catch's assertions belong to
+// the test's thread): a failure is thrown, and rethrown by the future's get.
+void expect(bool holds, const char* what) {
+  if (!holds) throw std::runtime_error(std::string("rank 1's side: expected ") + what);
+}
+
+// Reads a notice frame (header and payload) off fd; returns the calls it spares.
+Spared read_notice_frame(const Fd& fd) {
+  FrameHeader h{};
+  read_exact(fd.get(), writable_bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+  expect(!validate_frame(bytes_of(h)), "a valid frame header");
+  expect(static_cast<FrameType>(h.type) == FrameType::abort,
+         "static_cast<FrameType>(h.type) == FrameType::abort");
+  std::string payload(h.length, '\0');
+  read_exact(fd.get(), std::as_writable_bytes(std::span(payload)),
+             Deadline::after(std::chrono::seconds(10)));
+  std::string message;
+  Spared spared;
+  expect(decode_notice(payload, message, spared), "decode_notice(payload, message, spared)");
+  return spared;
+}
+
+void write_notice_frame(const Fd& fd, const Spared& spared) {
+  const std::string text = encode_notice("rank 1 is alive", spared, 4096);
+  const auto h = make_frame(FrameType::abort, CHORUS_ERR_PEER_FAILURE, text.size(), {});
+  write_all(fd.get(), bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+  write_all(fd.get(), std::as_bytes(std::span(text)), Deadline::after(std::chrono::seconds(10)));
+}
+
+// Rank 1's listener answering rank 0's probe as a live rank that finished
+// `finished` (in tag's space); returns what rank 0 said it finished.
+Spared answer_probe_as_rank1(const Fd& listener, uint32_t space, uint64_t finished) {
+  pollfd pfd{listener.get(), POLLIN, 0};
+  expect(::poll(&pfd, 1, 10000) == 1, "::poll(&pfd, 1, 10000) == 1");
+  Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  expect(conn.valid(), "an accepted connection");
+  Hello hello{};
+  read_exact(conn.get(), writable_bytes_of(hello), Deadline::after(std::chrono::seconds(10)));
+  expect(!validate_hello(bytes_of(hello), kToken, 1, 2), "a valid hello");
+  expect(hello.purpose == static_cast<uint16_t>(HelloPurpose::probe),
+         "hello.purpose == static_cast<uint16_t>(HelloPurpose::probe)");
+  const Spared theirs = read_notice_frame(conn);
+  const HelloAck ack{kHelloMagic, 0};
+  write_all(conn.get(), bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+  Spared mine;
+  mine.entries.push_back({space, finished});
+  write_notice_frame(conn, mine);
+  return theirs;
+}
 
 // notice_back: whether rank 0 then sent rank 1 a failure notice.
 chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back = nullptr) {
-  WithFakeRank1 pair("v/");
+  uint16_t rank1_port = 0;
+  Fd rank1_listener = listen_on("127.0.0.1", &rank1_port);
+  const bool alive = what == Rank1::dropped_unfinished || what == Rank1::dropped_finished;
+  WithFakeRank1 pair(
+      "v/", {}, alive ? bootstrap::format_host_port("127.0.0.1", rank1_port) : closed_address());
+  if (!alive) rank1_listener.reset();
   TcpTransport& rank0 = *pair.rank0;
   const uint32_t tag = (6u << Spared::kSpaceShift) | 1;
   const CallSignature sig = sig_of(4, 16);
@@ -690,6 +770,36 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
       write_all(pair.fd.get(), bytes_of(h), Deadline::after(std::chrono::seconds(10)));
       break;
     }
+    case Rank1::dropped_unfinished:
+    case Rank1::dropped_finished:
+      ::shutdown(pair.fd.get(), SHUT_RDWR);  // as a reset by the network
+      break;
+    case Rank1::probes_finished:
+      break;
+  }
+  const uint32_t space = tag >> Spared::kSpaceShift;
+  // Rank 1's side of a probe, while rank 0 waits in the round.
+  std::future<Spared> rank0_finished;
+  if (alive) {
+    rank0_finished = std::async(std::launch::async, [&] {
+      return answer_probe_as_rank1(rank1_listener, space, what == Rank1::dropped_finished ? 4 : 3);
+    });
+  } else if (what == Rank1::probes_finished) {
+    rank0_finished = std::async(std::launch::async, [&] {
+      Fd conn = bootstrap::connect_with_retry(
+          bootstrap::format_host_port("127.0.0.1", rank0.listen_port()),
+          Deadline::after(std::chrono::seconds(10)));
+      const Hello hello = make_hello(kToken, 1, 0, 2, HelloPurpose::probe);
+      write_all(conn.get(), bytes_of(hello), Deadline::after(std::chrono::seconds(10)));
+      Spared mine;
+      mine.entries.push_back({space, 4});
+      write_notice_frame(conn, mine);
+      HelloAck ack{};
+      read_exact(conn.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
+      expect(ack.magic == kHelloMagic, "ack.magic == kHelloMagic");
+      expect(ack.accepted_rank == 1, "ack.accepted_rank == 1");
+      return read_notice_frame(conn);
+    });
   }
   chorus_result_t code = CHORUS_SUCCESS;
   try {
@@ -698,6 +808,8 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
     code = e.code();
     if (message) *message = e.what();
   }
+  if (rank0_finished.valid())  // what rank 0 told rank 1 it finished: not #4, then
+    CHECK_FALSE(rank0_finished.get().covers(tag, sig));
   rank0.board().slot(tag).leave(sig, code == CHORUS_SUCCESS);
   if (notice_back) {  // the frames rank 0 sent rank 1, up to a notice
     *notice_back = false;
@@ -733,6 +845,19 @@ TEST_CASE("verdict round: a peer alive but silent is waited for until the deadli
   std::string message;
   CHECK(verdict_with(Rank1::silent, &message) == CHORUS_ERR_TIMEOUT);
   CHECK_THAT(message, Catch::Contains("rank 1"));
+}
+
+TEST_CASE("verdict round: a live peer whose connection drops is not taken for dead") {
+  // Its stream ends, but it answers rank 0's probe: a failure of both, which
+  // spares the calls either finished. Unfinished at both, the call fails
+  // (taken for dead, rank 0 would finish it); finished at rank 1 (so every
+  // rank had done its part: only the have was lost), rank 0 finishes it too.
+  std::string message;
+  CHECK(verdict_with(Rank1::dropped_unfinished, &message) == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(message, Catch::Contains("with both alive"));
+  CHECK(verdict_with(Rank1::dropped_finished, nullptr) == CHORUS_SUCCESS);
+  // Rank 1 lost its end first and probes rank 0, having finished the call.
+  CHECK(verdict_with(Rank1::probes_finished, nullptr) == CHORUS_SUCCESS);
 }
 
 TEST_CASE("verdict round: a peer whose stream is corrupt is failed, not taken for dead") {

@@ -9,6 +9,15 @@ inline constexpr uint64_t kListenId = uint64_t(1) << 40;
 inline constexpr uint64_t kWakeId = uint64_t(2) << 40;
 inline constexpr uint64_t kStrangerBase = uint64_t(3) << 40;
 
+inline constexpr uint64_t kProbeBase = uint64_t(4) << 40;
+
+inline uint64_t probe_id(int peer) {
+  return kProbeBase | static_cast<uint32_t>(peer);
+}
+inline bool is_probe_id(uint64_t id) {
+  return (id & ~uint64_t(0xffffffff)) == kProbeBase;
+}
+
 inline uint64_t stranger_id(int fd) {
   return kStrangerBase | static_cast<uint32_t>(fd);
 }

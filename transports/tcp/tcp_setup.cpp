@@ -66,6 +66,7 @@ void TcpTransport::establish(Store& store) {
       throw IoError(CHORUS_ERR_BOOTSTRAP,
                     fmt::format("rank {} at {} sent an invalid ack", j, addr));
     peers_[j].fd = std::move(fd);
+    peers_[j].address = addr;
   }
 
   auto missing = [&] {
@@ -99,6 +100,10 @@ void TcpTransport::establish(Store& store) {
     }
     expire_strangers();
   }
+  // The listeners of the ranks that connected here, for probing them later
+  // (tcp_probe.cpp): each published its address before it connected.
+  for (int j = me + 1; j < n; ++j)
+    peers_[j].address = store.get(fmt::format("{}addr/{}", options_.key_prefix, j), deadline);
   for (int j = 0; j < n; ++j)
     if (j != me) register_peer_fd(j);
   log().debug("rank {}: connected to all {} peers", me, n - 1);
@@ -132,47 +137,64 @@ void TcpTransport::accept_strangers() {
 // refuses it with a log line saying why.
 void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
   Stranger& s = strangers_[index];
-  auto* dst = reinterpret_cast<std::byte*>(&s.hello);
-  ssize_t n = ::recv(s.fd.get(), dst + s.received, sizeof(Hello) - s.received, 0);
   std::string refusal;
-  if (n == 0) {
-    refusal = "closed before completing the handshake";
-  } else if (n < 0) {
-    if (errno == EAGAIN || errno == EINTR) return;
-    refusal = errno_message("handshake read failed", errno);
+  auto finish = [&] {
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+    strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
+  };
+  if (s.received == sizeof(Hello)) {  // a probe whose notice is still arriving
+    if (!answer_probe(s, &refusal)) return;
   } else {
-    s.received += static_cast<std::size_t>(n);
-    if (s.received < sizeof(Hello)) return;
-    auto error = validate_hello(std::as_bytes(std::span(&s.hello, 1)), options_.token,
-                                options_.rank, options_.size);
-    int from = s.hello.from_rank;
-    if (error) {
-      refusal = *error;
-    } else if (!setup_phase) {
-      refusal = fmt::format("claims to be rank {}, but set-up is over", from);
-    } else if (from <= options_.rank || peers_[from].fd) {
-      refusal =
-          fmt::format("claims to be rank {}, which does not connect to rank {} or already did",
-                      from, options_.rank);
+    auto* dst = reinterpret_cast<std::byte*>(&s.hello);
+    ssize_t n = ::recv(s.fd.get(), dst + s.received, sizeof(Hello) - s.received, 0);
+    if (n == 0) {
+      refusal = "closed before completing the handshake";
+    } else if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      refusal = errno_message("handshake read failed", errno);
     } else {
-      HelloAck ack{kHelloMagic, from};
-      try {
-        write_all(s.fd.get(), bytes_of(ack), Deadline::after(std::chrono::seconds(5)));
-      } catch (const IoError& e) {
-        refusal = e.what();
-      }
-      if (refusal.empty()) {
-        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
-        set_stream_options(s.fd.get(), options_.socket_buffer);
-        peers_[from].fd = std::move(s.fd);
-        strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
-        return;
+      s.received += static_cast<std::size_t>(n);
+      if (s.received < sizeof(Hello)) return;
+      auto error = validate_hello(std::as_bytes(std::span(&s.hello, 1)), options_.token,
+                                  options_.rank, options_.size);
+      int from = s.hello.from_rank;
+      const bool probe = s.hello.purpose == static_cast<uint16_t>(HelloPurpose::probe);
+      if (error) {
+        refusal = *error;
+      } else if (probe) {  // after set-up only: a peer asks whether this rank is alive
+        if (setup_phase)
+          refusal = fmt::format("a probe from rank {} during set-up", from);
+        else if (!answer_probe(s, &refusal))
+          return;  // its notice is still arriving
+      } else if (!setup_phase) {
+        refusal = fmt::format("claims to be rank {}, but set-up is over", from);
+      } else if (from <= options_.rank || peers_[from].fd) {
+        refusal =
+            fmt::format("claims to be rank {}, which does not connect to rank {} or already did",
+                        from, options_.rank);
+      } else {
+        HelloAck ack{kHelloMagic, from};
+        try {
+          write_all(s.fd.get(), bytes_of(ack), Deadline::after(std::chrono::seconds(5)));
+        } catch (const IoError& e) {
+          refusal = e.what();
+        }
+        if (refusal.empty()) {
+          epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+          set_stream_options(s.fd.get(), options_.socket_buffer);
+          peers_[from].fd = std::move(s.fd);
+          strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
+          return;
+        }
       }
     }
   }
+  if (refusal.empty()) {  // a probe, answered
+    finish();
+    return;
+  }
   log().warn("rank {}: refused connection from {}: {}", options_.rank, s.address, refusal);
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
-  strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
+  finish();
 }
 
 void TcpTransport::expire_strangers() {

@@ -59,12 +59,12 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
     request->completion().fail(peers_[peer].lost);
     return request;
   }
-  if (peers_[peer].gone || peers_[peer].said_goodbye) {
+  if ((peers_[peer].gone && !peers_[peer].probe) || peers_[peer].said_goodbye) {
     request->completion().fail(io_error(
         CHORUS_ERR_PEER_FAILURE,
         fmt::format("rank {} cannot send to rank {}: it has left the job", options_.rank, peer)));
     return request;
-  }
+  }  // a probed peer's sends wait (unsent) until the probe settles them
   SendOp op;
   op.header = make_frame(FrameType::data, tag, data.size(), sig);
   op.data = data;
@@ -160,7 +160,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
     request->completion().fail(p.lost);
     return request;
   }
-  if (p.gone || p.said_goodbye) {
+  if ((p.gone && !p.probe) || p.said_goodbye) {
     request->completion().fail(
         io_error(CHORUS_ERR_PEER_FAILURE,
                  fmt::format("rank {} cannot receive from rank {}: it has left the job",
@@ -205,9 +205,9 @@ void TcpTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds 
   int ms = static_cast<int>(
       std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()));
   int count = epoll_wait(epoll_fd_.get(), events, 64, ms);
-  if (count <= 0) return;
   std::lock_guard lock(mu_);
-  process_events(events, count);
+  if (count > 0) process_events(events, count);
+  expire_probes();  // the progress thread stands aside while this waiter sleeps
 }
 
 bool TcpTransport::io_in_flight_locked() const {
@@ -234,6 +234,7 @@ void TcpTransport::progress_loop() {
     std::lock_guard lock(mu_);
     if (count > 0) process_events(events, count);
     if (!strangers_.empty()) expire_strangers();
+    expire_probes();
     report_parked_locked();
   }
 }
@@ -253,6 +254,8 @@ void TcpTransport::process_events(const epoll_event* events, int count) {
           service_stranger(s, false);
           break;
         }
+    } else if (is_probe_id(id)) {
+      service_probe(static_cast<int>(id & 0xffffffff), events[i].events);
     } else {
       int peer = static_cast<int>(id);
       if (peers_[peer].gone) continue;
@@ -336,25 +339,23 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
     log().debug("rank {}: connection to rank {} ended: {}", options_.rank, peer, why);
     return;
   }
-  std::string message = fmt::format(
-      "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
-      options_.rank, why);
   if (options_.isolate_peer_failures) {
+    std::string message = fmt::format(
+        "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})",
+        peer, options_.rank, why);
     log().warn("{}; the transport goes on without it", message);
     fail_peer_locked(peer, io_error(CHORUS_ERR_PEER_FAILURE, message));
     return;
   }
-  log().error("{}", message);
-  // A rank that dies cannot say which calls it finished, but its stream has
-  // been read to the end: every frame it sent before dying is here. So its
-  // death spares the calls this rank is in (or finished last); what such a
-  // call still wants from it fails now, below and in irecv, and that call's
-  // failure narrows what is spared here and at the peers. A rank killed
-  // just after finishing a call thus leaves every peer finishing it, instead
-  // of failing it at the peers that were still inside.
-  p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().started());
-  fail_requests_with_locked(p, p.lost);  // its unexpected frames stay for the spared calls
+  // Dead, or alive with the connection dropped? Asked (tcp_probe.cpp), with
+  // what its death would spare fixed now: the calls in progress here.
+  if (start_probe(peer)) {
+    log().debug("rank {}: connection to rank {} ended ({}): probing it", options_.rank, peer, why);
+    p.probe->why = why;
+    p.probe->started = board().started();
+    return;
+  }
+  settle_dead(peer, why, board().started());
 }
 
 void TcpTransport::fail_requests_with_locked(Peer& p, std::exception_ptr error) {
@@ -564,7 +565,7 @@ void TcpTransport::check_peer(int peer, uint32_t tag, const CallSignature& sig) 
                   fmt::format("rank {} left (destroyed its communicator) while rank {} still "
                               "expected its part of a collective",
                               peer, options_.rank));
-  if (p.gone)
+  if (p.gone && !p.probe)  // a probed peer may be alive: not settled yet
     throw IoError(CHORUS_ERR_PEER_FAILURE,
                   fmt::format("peer failure: rank {} failed: its connection to rank {} ended "
                               "while rank {} still expected its part of a collective",

@@ -13,6 +13,12 @@
 // CHORUS_TCP_ZERO_COPY_MIN; smaller frames come through a staging buffer.
 // Frames that arrive before their receive is posted are kept as unexpected.
 //
+// A peer whose stream ends without a goodbye is probed before it is taken
+// for dead (tcp_probe.cpp): a fresh connection to its listener that a live
+// peer answers. Dead, its death spares the calls in progress; alive (the
+// network dropped the connection), both ends fail, sparing the calls either
+// of them finished, which they tell each other on the probe's connection.
+//
 // Locking: one mutex (mu_) guards all peer state and all socket I/O after
 // set-up. The progress thread takes it after epoll_wait returns; poll() only
 // try-locks it, so a spinning waiter never blocks on the progress thread.
@@ -132,8 +138,18 @@ class TcpTransport final : public Transport {
     Clock::time_point parked_since;  // when awaiting_recv was set
     std::vector<std::byte> holding;  // unexpected payload or abort reason
   };
+  // Asking a peer whose stream ended whether it is alive (tcp_probe.cpp).
+  struct Probe {
+    Fd fd;
+    bool sent = false;           // the probe is written; its answer is awaited
+    std::vector<std::byte> in;   // the answer so far: HelloAck, then a notice frame
+    Clock::time_point deadline;  // no answer by then: dead
+    std::string why;             // why its stream ended
+    Spared started;              // what its death spares: the calls in progress then
+  };
   struct Peer {
     Fd fd;
+    std::string address;                     // its listener (host:port), for a probe
     bool said_goodbye = false;               // peer announced a clean close
     bool gone = false;                       // socket finished (EOF or error)
     uint32_t events = EPOLLIN | EPOLLRDHUP;  // what epoll watches for this socket now
@@ -145,12 +161,14 @@ class TcpTransport final : public Transport {
     std::exception_ptr lost;               // why its stream ended without a goodbye
     std::optional<FrameHeader> announced;  // the call it last said it waits in
     Clock::time_point status_sent;         // when this rank last told it where it is
+    std::optional<Probe> probe;            // gone, but not known yet whether dead
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
     std::string address;
     Hello hello{};
     std::size_t received = 0;
+    std::vector<std::byte> notice;  // a probe's notice frame, after the Hello
     Clock::time_point deadline;
   };
 
@@ -169,6 +187,22 @@ class TcpTransport final : public Transport {
   void flush(int peer);
   void update_interest(int peer);
   void peer_lost(int peer, const std::string& why);
+
+  // tcp_probe.cpp (all with mu_ held)
+  // Starts asking `peer` whether it is alive; false when it cannot be asked.
+  bool start_probe(int peer);
+  void service_probe(int peer, uint32_t events);
+  void expire_probes();
+  void end_probe(Peer& p);
+  // Its stream ended and it is dead (or could not be asked): its death
+  // spares the calls in progress when the stream ended.
+  void settle_dead(int peer, const std::string& why, const Spared& started);
+  // Its stream ended but it is alive: a failure here that spares the calls
+  // either end finished (`theirs`: the peer's).
+  void settle_alive(int peer, const std::string& why, const Spared& theirs);
+  // A stranger's hello is a probe from `from`: reads its notice, settles,
+  // answers. Returns whether the stranger is done (answered or refused).
+  bool answer_probe(Stranger& s, std::string* refusal);
   // A receive completed from the front of peer's unexpected frames of its tag.
   RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
                                      std::span<std::byte> data);

@@ -17,10 +17,11 @@ FrameHeader make_frame(FrameType type, uint32_t tag, uint64_t length, const Call
   return h;
 }
 
-Hello make_hello(std::string_view token, int from, int to, int world_size) {
+Hello make_hello(std::string_view token, int from, int to, int world_size, HelloPurpose purpose) {
   Hello h{};
   h.magic = kHelloMagic;
   h.version = kWireVersion;
+  h.purpose = static_cast<uint16_t>(purpose);
   h.from_rank = from;
   h.to_rank = to;
   h.world_size = world_size;

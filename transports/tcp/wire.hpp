@@ -4,6 +4,10 @@
 // Connection set-up: the connecting rank sends a Hello (magic, version, job
 // token, its rank, the rank it wants, world size); the accepting rank checks
 // every field and answers with a HelloAck, or logs and closes.
+// A probe (purpose probe, after set-up) asks a peer whose stream ended without
+// a goodbye whether it is alive: the hello is followed by an ABORT frame
+// carrying the prober's finished calls (encode_notice), and a live peer
+// answers with a HelloAck and its own (tcp_probe.cpp).
 // After that, a connection carries frames: a fixed 56-byte FrameHeader, then
 // `length` payload bytes (user data for DATA, a reason for ABORT, nothing for
 // GOODBYE).
@@ -56,10 +60,12 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 56);
 
+enum class HelloPurpose : uint16_t { connect = 0, probe = 1 };
+
 struct Hello {
   uint32_t magic;
   uint16_t version;
-  uint16_t reserved;
+  uint16_t purpose;  // HelloPurpose; not validated here (set-up refuses a probe)
   int32_t from_rank;
   int32_t to_rank;
   int32_t world_size;
@@ -74,7 +80,8 @@ struct HelloAck {
 };
 
 FrameHeader make_frame(FrameType type, uint32_t tag, uint64_t length, const CallSignature& sig);
-Hello make_hello(std::string_view token, int from, int to, int world_size);
+Hello make_hello(std::string_view token, int from, int to, int world_size,
+                 HelloPurpose purpose = HelloPurpose::connect);
 
 // Returns an error description, or nullopt when the header is acceptable.
 // `bytes` is what was read; fewer than sizeof(FrameHeader) is "truncated".
