@@ -241,6 +241,10 @@ void TcpTransport::settle_alive(int peer, const std::string& reason, const Spare
       options_.rank, peer, why);
   log().error("{}", message);
   p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
+  if (options_.isolate_peer_failures) {  // only what involves that peer fails
+    fail_peer_locked(peer, p.lost);
+    return;
+  }
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().spared().widened_by(theirs));
   fail_requests_with_locked(p, p.lost);
 }
@@ -263,7 +267,10 @@ bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
       }
       const std::string answer = encode_notice(fmt::format("rank {} is alive", options_.rank),
                                                board().spared(), kMaxAbortReason);
-      settle_alive(from, fmt::format("rank {} found it ended", from), theirs);
+      // A rank closing its transport, or a peer that said goodbye, has no
+      // call left to settle with the other.
+      if (!closing_ && !peers_[from].said_goodbye)
+        settle_alive(from, fmt::format("rank {} found it ended", from), theirs);
       const HelloAck ack{kHelloMagic, from};
       std::vector<std::byte> out(sizeof ack);
       std::memcpy(out.data(), &ack, sizeof ack);
