@@ -49,6 +49,7 @@ void CallBoard::Slot::enter(const CallSignature& sig) {
   CallProgress p = load_relaxed();
   p.current = sig;
   p.waiting_on = -1;
+  p.part_done = 0;
   write(p);
 }
 
@@ -66,6 +67,13 @@ void CallBoard::Slot::waiting(const CallSignature& sig, int peer) {
   CallProgress p = load_relaxed();
   if (p.current.seq != sig.seq || p.waiting_on == peer) return;
   p.waiting_on = peer;
+  write(p);
+}
+
+void CallBoard::Slot::part_done(const CallSignature& sig) {
+  CallProgress p = load_relaxed();
+  if (p.current.seq != sig.seq || p.part_done == sig.seq) return;
+  p.part_done = sig.seq;
   write(p);
 }
 
@@ -104,6 +112,17 @@ Spared CallBoard::started() const {
   for (const auto& [space, slot] : own_) {
     const CallProgress p = slot.read();
     s.entries.push_back({space, std::max(p.current.seq, p.finished.seq)});
+  }
+  return s;
+}
+
+Spared CallBoard::parts_done() const {
+  std::lock_guard lock(mu_);
+  Spared s;
+  for (const auto& [space, slot] : own_) {
+    const CallProgress p = slot.read();
+    const uint64_t done = p.current.seq != 0 && p.part_done == p.current.seq ? p.part_done : 0;
+    s.entries.push_back({space, std::max(done, p.finished.seq)});
   }
   return s;
 }

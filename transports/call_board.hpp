@@ -41,6 +41,7 @@ struct CallProgress {
   CallSignature current{};   // the call the rank is in; seq 0: in none
   CallSignature finished{};  // the last call it finished; seq 0: none yet
   int32_t waiting_on = -1;   // in `current`, the peer its long wait is on (-1: not known)
+  uint64_t part_done = 0;    // `current`'s seq once this rank's own part of it is done
 };
 
 class CallBoard {
@@ -62,6 +63,9 @@ class CallBoard {
     void leave(const CallSignature& sig, bool finished);
     // In the call it is in, this rank's wait has lasted a while, on `peer`.
     void waiting(const CallSignature& sig, int peer);
+    // In the call it is in, this rank's own part is done: what it sends and
+    // receives has, and only the verdict round is left.
+    void part_done(const CallSignature& sig);
     CallProgress read() const;
 
    private:
@@ -84,6 +88,11 @@ class CallBoard {
   // peer's death spares where everything the peer sent before it died has
   // arrived (TcpTransport::peer_lost).
   Spared started() const;
+  // Per space, the last call this rank finished or whose own part it has
+  // done (Slot::part_done): what it tells a live peer that lost its
+  // connection to it (tcp_probe.cpp): for those calls it needs nothing more
+  // from that peer's, and the peer needs nothing more from it but its have.
+  Spared parts_done() const;
 
   void heard(int peer, uint32_t tag, const CallProgress& progress);
   std::optional<Report> report(int peer, uint32_t tag) const;

@@ -90,9 +90,9 @@ struct Spared {
         if (o.space == e.space) out.entries.push_back({e.space, std::min(e.finished, o.finished)});
     return out;
   }
-  // What either spares: a call that one of two live ranks finished passed
-  // its verdict round there, so every rank had done its part of it (two
-  // ranks whose connection the network dropped: tcp_probe.cpp).
+  // What either spares (two live ranks whose connection the network
+  // dropped: what one finished, and what the other's part is done for;
+  // tcp_probe.cpp).
   Spared widened_by(const Spared& other) const {
     Spared out = *this;
     for (const Entry& o : other.entries) {

@@ -308,8 +308,10 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
     body(ctx);
-    if (config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype))))
+    if (config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)))) {
+      board.part_done(sig);  // what a peer cut off from this rank is told (tcp_probe.cpp)
       agree_on_verdict(ctx);
+    }
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {

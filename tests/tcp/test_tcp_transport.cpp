@@ -665,10 +665,11 @@ enum class Rank1 {
   silent,
   sends_garbage,
   // Alive, but the network drops the connection (its stream ends) before its
-  // have: it answers rank 0's probe having finished #3 only, or #4 (the call)
+  // have: it answers rank 0's probe with its part of #4 (the call) not done
+  // (it finished #3), or done
   dropped_unfinished,
   dropped_finished,
-  // Alive, its end of the connection lost: it probes rank 0, having finished #4
+  // Alive, its end of the connection lost: it probes rank 0, its part of #4 done
   probes_finished,
 };
 
@@ -734,6 +735,7 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
   const uint32_t tag = (6u << Spared::kSpaceShift) | 1;
   const CallSignature sig = sig_of(4, 16);
   rank0.board().slot(tag).enter(sig);
+  rank0.board().slot(tag).part_done(sig);  // as Communicator::execute marks it for the round
   Team team = Team::of(rank0, {0, 1}, tag, nullptr, "world");
   ScratchPool scratch;
   const auto deadline =
@@ -808,8 +810,11 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
     code = e.code();
     if (message) *message = e.what();
   }
-  if (rank0_finished.valid())  // what rank 0 told rank 1 it finished: not #4, then
-    CHECK_FALSE(rank0_finished.get().covers(tag, sig));
+  if (rank0_finished.valid()) {  // rank 0 told rank 1 its part of #4 was done
+    const Spared told = rank0_finished.get();
+    CHECK(told.covers(tag, sig));
+    CHECK_FALSE(told.covers(tag, sig_of(5, 16)));
+  }
   rank0.board().slot(tag).leave(sig, code == CHORUS_SUCCESS);
   if (notice_back) {  // the frames rank 0 sent rank 1, up to a notice
     *notice_back = false;
@@ -849,9 +854,9 @@ TEST_CASE("verdict round: a peer alive but silent is waited for until the deadli
 
 TEST_CASE("verdict round: a live peer whose connection drops is not taken for dead") {
   // Its stream ends, but it answers rank 0's probe: a failure of both, which
-  // spares the calls either finished. Unfinished at both, the call fails
-  // (taken for dead, rank 0 would finish it); finished at rank 1 (so every
-  // rank had done its part: only the have was lost), rank 0 finishes it too.
+  // spares what each finished and what the other's part is done for. Its
+  // part of the call not done, the call fails (taken for dead, rank 0 would
+  // finish it); done (only its have was lost), rank 0 finishes it too.
   std::string message;
   CHECK(verdict_with(Rank1::dropped_unfinished, &message) == CHORUS_ERR_PEER_FAILURE);
   CHECK_THAT(message, Catch::Contains("with both alive"));

@@ -7,24 +7,28 @@
 // waits for neither: each could finish a call the other fails. So before a
 // lost peer is settled, this rank connects to the peer's listener and sends
 // a probe: a Hello with purpose probe, then an ABORT frame carrying the
-// calls this rank finished (encode_notice). Then:
+// calls this rank finished or whose own part it has done, with only the
+// verdict round left (CallBoard::parts_done; encode_notice). Then:
 //
 //   refused, reset, closed before an answer, or no answer within
 //   kProbeTimeout: dead (a dying process closes its listener with its other
 //   sockets, so a connection that the kernel queued for it is reset). Its
 //   death spares the calls in progress when its stream ended (peer_lost).
 //
-//   answered (HelloAck, then an ABORT frame with the calls it finished):
-//   alive. Both ends fail with PEER_FAILURE, sparing the calls either of
-//   them finished. A call one of them finished passed its verdict round
-//   there, so every rank had done its part of it, and the have that the
-//   network lost is the only thing missing: the other rank finishes it too
-//   (a gone peer that the failure spares is not waited for), instead of
-//   failing a call its peer saw succeed.
+//   answered (HelloAck, then an ABORT frame with the same of its own):
+//   alive. Both ends fail with PEER_FAILURE, sparing the calls this rank
+//   finished and those whose part the other has done. For such a call this
+//   rank needs nothing more from the other but its have, which the network
+//   lost: the answer stands for it, and a gone peer that the failure spares
+//   is not waited for. So two ranks that both reached the verdict round of
+//   a call both finish it; and one that finished a call (its round passed,
+//   so every rank had done its part) leaves the other finishing it too,
+//   where taking each other for dead could let one finish what the other
+//   fails. A rank whose part was not done fails the call at both.
 //
 // The peer answering a probe settles the same way, with the prober's
-// finished calls, even when its own end of the connection has not seen the
-// loss yet. Until a probe is settled, the peer's receives and sends stay
+// calls, even when its own end of the connection has not seen the loss
+// yet. Until a probe is settled, the peer's receives and sends stay
 // pending and check_peer does not report it gone, so nothing is decided on
 // a guess. Everything here runs with mu_ held, from the progress thread or a
 // polling waiter; no step blocks (two live ranks probe each other at once).
@@ -153,7 +157,7 @@ void TcpTransport::service_probe(int peer, uint32_t events) {
     std::memcpy(out.data(), &hello, sizeof hello);
     const auto notice = notice_frame(
         encode_notice(fmt::format("rank {} lost its connection to rank {}", options_.rank, peer),
-                      board().spared(), kMaxAbortReason));
+                      board().parts_done(), kMaxAbortReason));
     out.insert(out.end(), notice.begin(), notice.end());
     // A fresh connection's buffer takes a few hundred bytes at once.
     ssize_t n = ::send(probe.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -266,7 +270,7 @@ bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
         break;
       }
       const std::string answer = encode_notice(fmt::format("rank {} is alive", options_.rank),
-                                               board().spared(), kMaxAbortReason);
+                                               board().parts_done(), kMaxAbortReason);
       // A rank closing its transport, or a peer that said goodbye, has no
       // call left to settle with the other.
       if (!closing_ && !peers_[from].said_goodbye)

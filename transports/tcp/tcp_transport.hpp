@@ -16,8 +16,9 @@
 // A peer whose stream ends without a goodbye is probed before it is taken
 // for dead (tcp_probe.cpp): a fresh connection to its listener that a live
 // peer answers. Dead, its death spares the calls in progress; alive (the
-// network dropped the connection), both ends fail, sparing the calls either
-// of them finished, which they tell each other on the probe's connection.
+// network dropped the connection), both ends fail, each sparing the calls
+// it finished and those whose part the other has done, which they tell
+// each other on the probe's connection.
 //
 // Locking: one mutex (mu_) guards all peer state and all socket I/O after
 // set-up. The progress thread takes it after epoll_wait returns; poll() only
@@ -198,7 +199,7 @@ class TcpTransport final : public Transport {
   // spares the calls in progress when the stream ended.
   void settle_dead(int peer, const std::string& why, const Spared& started);
   // Its stream ended but it is alive: a failure here that spares the calls
-  // either end finished (`theirs`: the peer's).
+  // this rank finished and those whose part the peer has done (`theirs`).
   void settle_alive(int peer, const std::string& why, const Spared& theirs);
   // A stranger's hello is a probe from `from`: reads its notice, settles,
   // answers. Returns whether the stranger is done (answered or refused).
