@@ -49,7 +49,6 @@ void CallBoard::Slot::enter(const CallSignature& sig) {
   CallProgress p = load_relaxed();
   p.current = sig;
   p.waiting_on = -1;
-  p.part_done = 0;
   write(p);
 }
 
@@ -70,11 +69,21 @@ void CallBoard::Slot::waiting(const CallSignature& sig, int peer) {
   write(p);
 }
 
-void CallBoard::Slot::part_done(const CallSignature& sig) {
-  CallProgress p = load_relaxed();
-  if (p.current.seq != sig.seq || p.part_done == sig.seq) return;
-  p.part_done = sig.seq;
-  write(p);
+bool CallBoard::Slot::part_done(const CallSignature& sig) {
+  uint64_t word = part_.load(std::memory_order_acquire);
+  while (true) {
+    const uint64_t done = word >> 1;
+    if (word & 1) return sig.seq <= done;  // sealed: only what it vouched for
+    if (sig.seq <= done) return true;
+    if (part_.compare_exchange_weak(word, sig.seq << 1, std::memory_order_acq_rel)) return true;
+  }
+}
+
+uint64_t CallBoard::Slot::vouch() {
+  const uint64_t word = part_.fetch_or(1, std::memory_order_acq_rel);
+  // Finished without the verdict round (a small call) counts too: nothing
+  // can change what that call did.
+  return std::max(word >> 1, read().finished.seq);
 }
 
 CallBoard::Slot& CallBoard::slot(uint32_t tag) {
@@ -116,14 +125,10 @@ Spared CallBoard::started() const {
   return s;
 }
 
-Spared CallBoard::parts_done() const {
+Spared CallBoard::vouch() {
   std::lock_guard lock(mu_);
   Spared s;
-  for (const auto& [space, slot] : own_) {
-    const CallProgress p = slot.read();
-    const uint64_t done = p.current.seq != 0 && p.part_done == p.current.seq ? p.part_done : 0;
-    s.entries.push_back({space, std::max(done, p.finished.seq)});
-  }
+  for (auto& [space, slot] : own_) s.entries.push_back({space, slot.vouch()});
   return s;
 }
 

@@ -41,7 +41,6 @@ struct CallProgress {
   CallSignature current{};   // the call the rank is in; seq 0: in none
   CallSignature finished{};  // the last call it finished; seq 0: none yet
   int32_t waiting_on = -1;   // in `current`, the peer its long wait is on (-1: not known)
-  uint64_t part_done = 0;    // `current`'s seq once this rank's own part of it is done
 };
 
 class CallBoard {
@@ -63,9 +62,15 @@ class CallBoard {
     void leave(const CallSignature& sig, bool finished);
     // In the call it is in, this rank's wait has lasted a while, on `peer`.
     void waiting(const CallSignature& sig, int peer);
-    // In the call it is in, this rank's own part is done: what it sends and
-    // receives has, and only the verdict round is left.
-    void part_done(const CallSignature& sig);
+    // This rank's own part of the call is done (what it sends and receives
+    // has; only the verdict round is left). False once the rank has vouched
+    // for less (vouch): then it must not take part in the round, and fails.
+    bool part_done(const CallSignature& sig);
+    // What this rank tells a live peer that lost its connection to it
+    // (tcp_probe.cpp): the last call whose part it has done, or finished.
+    // Sealed from then on: no later call's part can be done (part_done), so
+    // what it said stays true whichever peer asks, and when.
+    uint64_t vouch();
     CallProgress read() const;
 
    private:
@@ -74,6 +79,9 @@ class CallBoard {
     void write(const CallProgress& p);
     std::atomic<uint64_t> version_{0};  // odd while a write is under way
     std::array<std::atomic<uint64_t>, kWords> words_{};
+    // The last call whose part is done, shifted left by one; bit 0: sealed.
+    // One word, so that part_done and vouch (other threads) race safely.
+    std::atomic<uint64_t> part_{0};
   };
 
   // The slot of tag's space, made on first use; it lives as long as the board.
@@ -88,11 +96,10 @@ class CallBoard {
   // peer's death spares where everything the peer sent before it died has
   // arrived (TcpTransport::peer_lost).
   Spared started() const;
-  // Per space, the last call this rank finished or whose own part it has
-  // done (Slot::part_done): what it tells a live peer that lost its
-  // connection to it (tcp_probe.cpp): for those calls it needs nothing more
-  // from that peer's, and the peer needs nothing more from it but its have.
-  Spared parts_done() const;
+  // Per space, Slot::vouch: what this rank tells a live peer that lost its
+  // connection to it (tcp_probe.cpp). For those calls it needs nothing more
+  // from that peer but its have, and the peer nothing more from it.
+  Spared vouch();
 
   void heard(int peer, uint32_t tag, const CallProgress& progress);
   std::optional<Report> report(int peer, uint32_t tag) const;

@@ -309,7 +309,14 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     link_->transport->check_call(world_.tag, sig);
     body(ctx);
     if (config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)))) {
-      board.part_done(sig);  // what a peer cut off from this rank is told (tcp_probe.cpp)
+      // A peer cut off from this rank may have been told its part was not
+      // done (tcp_probe.cpp): then it takes no part in the round.
+      if (!board.part_done(sig)) {
+        link_->transport->check_call(world_.tag, sig);
+        throw IoError(CHORUS_ERR_PEER_FAILURE,
+                      fmt::format("peer failure: rank {} lost a connection to a peer during {}",
+                                  rank(), describe(sig)));
+      }
       agree_on_verdict(ctx);
     }
     board.leave(sig, true);

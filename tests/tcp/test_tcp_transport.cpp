@@ -346,24 +346,35 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   close_world(world);
 }
 
-TEST_CASE("call board: what a rank vouches for is what it finished, or its part of the call") {
+TEST_CASE("call board: a rank vouches for the calls whose part it did, and does no more") {
   CallBoard board;
   const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
   CallBoard::Slot& slot = board.slot(tag);
-  auto vouched = [&] { return board.parts_done().entries.at(0).finished; };
   slot.enter(sig_of(3, 16));
+  CHECK(slot.part_done(sig_of(3, 16)));
   slot.leave(sig_of(3, 16), true);
   slot.enter(sig_of(4, 16));
-  CHECK(vouched() == 3);          // in #4, its part not done
-  slot.part_done(sig_of(5, 16));  // not the call it is in: ignored
-  CHECK(vouched() == 3);
-  slot.part_done(sig_of(4, 16));
-  CHECK(vouched() == 4);
+  CHECK(slot.part_done(sig_of(4, 16)));  // #4's part done: in its verdict round
+  CHECK(board.vouch().entries.at(0).finished == 4);
   CHECK(board.spared().entries.at(0).finished == 3);  // finished is still #3
-  slot.leave(sig_of(4, 16), false);                   // failed in its round: vouches for #3 only
-  CHECK(vouched() == 3);
+  slot.leave(sig_of(4, 16), true);
+  // Sealed: #5's part cannot be done now, and the vouch stays what it was.
   slot.enter(sig_of(5, 16));
-  CHECK(vouched() == 3);
+  CHECK_FALSE(slot.part_done(sig_of(5, 16)));
+  CHECK(board.vouch().entries.at(0).finished == 4);
+}
+
+TEST_CASE("call board: a rank that vouched before its part was done does not do it") {
+  CallBoard board;
+  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
+  CallBoard::Slot& slot = board.slot(tag);
+  slot.enter(sig_of(3, 16));
+  CHECK(slot.part_done(sig_of(3, 16)));
+  slot.leave(sig_of(3, 16), true);
+  slot.enter(sig_of(4, 16));
+  CHECK(board.vouch().entries.at(0).finished == 3);  // cut off in the middle of #4
+  CHECK_FALSE(slot.part_done(sig_of(4, 16)));        // so it takes no part in #4's round
+  CHECK(board.vouch().entries.at(0).finished == 3);
 }
 
 TEST_CASE("tcp: a stuck-rank report follows a chain of waits to the rank that is absent") {

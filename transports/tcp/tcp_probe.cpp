@@ -6,25 +6,27 @@
 // rank for dead too, and the verdict round (collectives/verdict/agree.hpp)
 // waits for neither: each could finish a call the other fails. So before a
 // lost peer is settled, this rank connects to the peer's listener and sends
-// a probe: a Hello with purpose probe, then an ABORT frame carrying the
-// calls this rank finished or whose own part it has done, with only the
-// verdict round left (CallBoard::parts_done; encode_notice). Then:
+// a probe: a Hello with purpose probe, then an ABORT frame carrying what
+// this rank vouches for (CallBoard::vouch, encode_notice): per
+// communicator, the last call whose own part it has done (all it sends and
+// receives, with only the verdict round left), or finished. Vouching seals:
+// from then on this rank does its part of no later call (part_done fails
+// it), so what it said stays true whoever asks, and when. Then:
 //
 //   refused, reset, closed before an answer, or no answer within
 //   kProbeTimeout: dead (a dying process closes its listener with its other
 //   sockets, so a connection that the kernel queued for it is reset). Its
 //   death spares the calls in progress when its stream ended (peer_lost).
 //
-//   answered (HelloAck, then an ABORT frame with the same of its own):
-//   alive. Both ends fail with PEER_FAILURE, sparing the calls this rank
-//   finished and those whose part the other has done. For such a call this
-//   rank needs nothing more from the other but its have, which the network
-//   lost: the answer stands for it, and a gone peer that the failure spares
-//   is not waited for. So two ranks that both reached the verdict round of
-//   a call both finish it; and one that finished a call (its round passed,
-//   so every rank had done its part) leaves the other finishing it too,
-//   where taking each other for dead could let one finish what the other
-//   fails. A rank whose part was not done fails the call at both.
+//   answered (HelloAck, then an ABORT frame with what the peer vouches
+//   for): alive. Both ends fail with PEER_FAILURE, sparing the calls this
+//   rank finished and those that both vouched for. For such a call neither
+//   needs anything more from the other but its have, which the network
+//   lost: the exchange stands for it, and a gone peer that the failure
+//   spares is not waited for. Both ends compute the same from the same two
+//   answers, so they finish the call or fail it together, where taking each
+//   other for dead could let one finish what the other fails. (One that
+//   finished a call had the other's have, so the other vouched for it.)
 //
 // The peer answering a probe settles the same way, with the prober's
 // calls, even when its own end of the connection has not seen the loss
@@ -155,9 +157,10 @@ void TcpTransport::service_probe(int peer, uint32_t events) {
         make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::probe);
     std::vector<std::byte> out(sizeof hello);
     std::memcpy(out.data(), &hello, sizeof hello);
+    if (!p.vouched) p.vouched = board().vouch();  // the same to it every time
     const auto notice = notice_frame(
         encode_notice(fmt::format("rank {} lost its connection to rank {}", options_.rank, peer),
-                      board().parts_done(), kMaxAbortReason));
+                      *p.vouched, kMaxAbortReason));
     out.insert(out.end(), notice.begin(), notice.end());
     // A fresh connection's buffer takes a few hundred bytes at once.
     ssize_t n = ::send(probe.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -249,7 +252,9 @@ void TcpTransport::settle_alive(int peer, const std::string& reason, const Spare
     fail_peer_locked(peer, p.lost);
     return;
   }
-  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "", board().spared().widened_by(theirs));
+  const Spared mine = p.vouched ? *p.vouched : board().vouch();
+  fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "",
+                         board().spared().widened_by(mine.narrowed_by(theirs)));
   fail_requests_with_locked(p, p.lost);
 }
 
@@ -269,8 +274,12 @@ bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
         error = "an undecodable notice";
         break;
       }
-      const std::string answer = encode_notice(fmt::format("rank {} is alive", options_.rank),
-                                               board().parts_done(), kMaxAbortReason);
+      // A transport that isolates peer failures goes on with the others:
+      // nothing of theirs is sealed.
+      std::optional<Spared>& vouched = peers_[from].vouched;
+      if (!vouched) vouched = options_.isolate_peer_failures ? board().spared() : board().vouch();
+      const std::string answer =
+          encode_notice(fmt::format("rank {} is alive", options_.rank), *vouched, kMaxAbortReason);
       // A rank closing its transport, or a peer that said goodbye, has no
       // call left to settle with the other.
       if (!closing_ && !peers_[from].said_goodbye)

@@ -16,9 +16,8 @@
 // A peer whose stream ends without a goodbye is probed before it is taken
 // for dead (tcp_probe.cpp): a fresh connection to its listener that a live
 // peer answers. Dead, its death spares the calls in progress; alive (the
-// network dropped the connection), both ends fail, each sparing the calls
-// it finished and those whose part the other has done, which they tell
-// each other on the probe's connection.
+// network dropped the connection), both ends fail, sparing the calls whose
+// part both had done, which they tell each other on the probe's connection.
 //
 // Locking: one mutex (mu_) guards all peer state and all socket I/O after
 // set-up. The progress thread takes it after epoll_wait returns; poll() only
@@ -163,6 +162,7 @@ class TcpTransport final : public Transport {
     std::optional<FrameHeader> announced;  // the call it last said it waits in
     Clock::time_point status_sent;         // when this rank last told it where it is
     std::optional<Probe> probe;            // gone, but not known yet whether dead
+    std::optional<Spared> vouched;         // what this rank told it in a probe (CallBoard::vouch)
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
@@ -199,7 +199,7 @@ class TcpTransport final : public Transport {
   // spares the calls in progress when the stream ended.
   void settle_dead(int peer, const std::string& why, const Spared& started);
   // Its stream ended but it is alive: a failure here that spares the calls
-  // this rank finished and those whose part the peer has done (`theirs`).
+  // this rank finished and those both vouched for (`theirs`: the peer's).
   void settle_alive(int peer, const std::string& why, const Spared& theirs);
   // A stranger's hello is a probe from `from`: reads its notice, settles,
   // answers. Returns whether the stranger is done (answered or refused).
