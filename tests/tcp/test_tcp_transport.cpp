@@ -346,14 +346,23 @@ TEST_CASE("tcp: a timed-out wait says where each peer it waited on is (stuck-ran
   close_world(world);
 }
 
-TEST_CASE("call board: a rank vouches for the calls whose part it did, and does no more") {
-  CallBoard board;
-  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
-  CallBoard::Slot& slot = board.slot(tag);
+namespace {
+
+// A board whose rank finished #3 (with its verdict round) and is in #4.
+CallBoard::Slot& finished_3_in_4(CallBoard& board) {
+  CallBoard::Slot& slot = board.slot((3u << Spared::kSpaceShift) | 1);
   slot.enter(sig_of(3, 16));
   CHECK(slot.part_done(sig_of(3, 16)));
   slot.leave(sig_of(3, 16), true);
   slot.enter(sig_of(4, 16));
+  return slot;
+}
+
+}  // namespace
+
+TEST_CASE("call board: a rank vouches for the calls whose part it did, and does no more") {
+  CallBoard board;
+  CallBoard::Slot& slot = finished_3_in_4(board);
   CHECK(slot.part_done(sig_of(4, 16)));  // #4's part done: in its verdict round
   CHECK(board.vouch().entries.at(0).finished == 4);
   CHECK(board.spared().entries.at(0).finished == 3);  // finished is still #3
@@ -366,12 +375,7 @@ TEST_CASE("call board: a rank vouches for the calls whose part it did, and does 
 
 TEST_CASE("call board: a rank that vouched before its part was done does not do it") {
   CallBoard board;
-  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
-  CallBoard::Slot& slot = board.slot(tag);
-  slot.enter(sig_of(3, 16));
-  CHECK(slot.part_done(sig_of(3, 16)));
-  slot.leave(sig_of(3, 16), true);
-  slot.enter(sig_of(4, 16));
+  CallBoard::Slot& slot = finished_3_in_4(board);
   CHECK(board.vouch().entries.at(0).finished == 3);  // cut off in the middle of #4
   CHECK_FALSE(slot.part_done(sig_of(4, 16)));        // so it takes no part in #4's round
   CHECK(board.vouch().entries.at(0).finished == 3);
