@@ -15,6 +15,9 @@
 // deadline passes, its error says for each peer it waited on where that peer
 // was: "rank 3 is still in allreduce #41 (...)" instead of only "timed out".
 //
+// The board also keeps what this rank vouches for when a live peer loses
+// its connection to it (Slot::part_done / vouch, tcp_probe.cpp).
+//
 // The communicator marks its own calls (enter / leave). Transports that route
 // over others share one board, so the channel that answers reads the
 // progress the communicator marked.
