@@ -749,13 +749,12 @@ Spared answer_probe_as_rank1(const Fd& listener, uint32_t space, uint64_t finish
   expect(!validate_hello(bytes_of(hello), kToken, 1, 2), "a valid hello");
   expect(hello.purpose == static_cast<uint16_t>(HelloPurpose::probe),
          "hello.purpose == static_cast<uint16_t>(HelloPurpose::probe)");
-  const Spared theirs = read_notice_frame(conn);
   const HelloAck ack{kHelloMagic, 0};
   write_all(conn.get(), bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
   Spared mine;
   mine.entries.push_back({space, finished});
   write_notice_frame(conn, mine);
-  return theirs;
+  return read_notice_frame(conn);  // rank 0 vouches once it knows rank 1 is alive
 }
 
 // notice_back: whether rank 0 then sent rank 1 a failure notice.
@@ -828,14 +827,15 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
           Deadline::after(std::chrono::seconds(10)));
       const Hello hello = make_hello(kToken, 1, 0, 2, HelloPurpose::probe);
       write_all(conn.get(), bytes_of(hello), Deadline::after(std::chrono::seconds(10)));
-      Spared mine;
-      mine.entries.push_back({space, 4});
-      write_notice_frame(conn, mine);
       HelloAck ack{};
       read_exact(conn.get(), writable_bytes_of(ack), Deadline::after(std::chrono::seconds(10)));
       expect(ack.magic == kHelloMagic, "ack.magic == kHelloMagic");
       expect(ack.accepted_rank == 1, "ack.accepted_rank == 1");
-      return read_notice_frame(conn);
+      const Spared rank0_vouched = read_notice_frame(conn);
+      Spared mine;
+      mine.entries.push_back({space, 4});
+      write_notice_frame(conn, mine);
+      return rank0_vouched;
     });
   }
   chorus_result_t code = CHORUS_SUCCESS;

@@ -6,20 +6,22 @@
 // rank for dead too, and the verdict round (collectives/verdict/agree.hpp)
 // waits for neither: each could finish a call the other fails. So before a
 // lost peer is settled, this rank connects to the peer's listener and sends
-// a probe: a Hello with purpose probe, then an ABORT frame carrying what
-// this rank vouches for (CallBoard::vouch, encode_notice): per
-// communicator, the last call whose own part it has done (all it sends and
-// receives, with only the verdict round left), or finished. Vouching seals:
-// from then on this rank does its part of no later call (part_done fails
-// it), so what it said stays true whoever asks, and when. Then:
+// a probe: a Hello with purpose probe. Then:
 //
 //   refused, reset, closed before an answer, or no answer within
 //   kProbeTimeout: dead (a dying process closes its listener with its other
 //   sockets, so a connection that the kernel queued for it is reset). Its
 //   death spares the calls in progress when its stream ended (peer_lost).
 //
-//   answered (HelloAck, then an ABORT frame with what the peer vouches
-//   for): alive. Both ends fail with PEER_FAILURE, sparing the calls this
+//   answered: alive. The answer is a HelloAck and an ABORT frame with what
+//   the peer vouches for (CallBoard::vouch, encode_notice): per
+//   communicator, the last call whose own part it has done (all it sends
+//   and receives, with only the verdict round left), or finished. This rank
+//   then sends what it vouches for the same way. Vouching seals: from then
+//   on a rank does its part of no later call (part_done fails it), so what
+//   it said stays true whoever asks, and when; and a dying peer, whose
+//   queued connection is reset, gets this rank to vouch for nothing.
+//   Both ends fail with PEER_FAILURE, sparing the calls this
 //   rank finished and those that both vouched for. For such a call neither
 //   needs anything more from the other but its have, which the network
 //   lost: the exchange stands for it, and a gone peer that the failure
@@ -153,18 +155,13 @@ void TcpTransport::service_probe(int peer, uint32_t events) {
     socklen_t len = sizeof so_error;
     getsockopt(probe.fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
     if (so_error != 0) return settle_dead(peer, probe.why, probe.started);
+    // Only the hello: nothing is vouched for (sealed) until the peer is
+    // known alive, so a dying peer's queued connection seals nothing.
     const Hello hello =
         make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::probe);
-    std::vector<std::byte> out(sizeof hello);
-    std::memcpy(out.data(), &hello, sizeof hello);
-    if (!p.vouched) p.vouched = board().vouch();  // the same to it every time
-    const auto notice = notice_frame(
-        encode_notice(fmt::format("rank {} lost its connection to rank {}", options_.rank, peer),
-                      *p.vouched, kMaxAbortReason));
-    out.insert(out.end(), notice.begin(), notice.end());
     // A fresh connection's buffer takes a few hundred bytes at once.
-    ssize_t n = ::send(probe.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != static_cast<ssize_t>(out.size())) return settle_dead(peer, probe.why, probe.started);
+    ssize_t n = ::send(probe.fd.get(), &hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof hello)) return settle_dead(peer, probe.why, probe.started);
     probe.sent = true;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -187,6 +184,13 @@ void TcpTransport::service_probe(int peer, uint32_t events) {
         error = "an invalid answer";
         break;
       }
+      // Alive: now this rank vouches, and tells the peer what.
+      const auto mine = notice_frame(
+          encode_notice(fmt::format("rank {} lost its connection to rank {}", options_.rank, peer),
+                        vouch_to(peer), kMaxAbortReason));
+      if (::send(probe.fd.get(), mine.data(), mine.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+          static_cast<ssize_t>(mine.size()))
+        log().warn("rank {}: could not tell rank {} what it vouches for", options_.rank, peer);
       return settle_alive(peer, probe.why, theirs);
     }
     const std::size_t had = probe.in.size();
@@ -252,10 +256,18 @@ void TcpTransport::settle_alive(int peer, const std::string& reason, const Spare
     fail_peer_locked(peer, p.lost);
     return;
   }
-  const Spared mine = p.vouched ? *p.vouched : board().vouch();
+  const Spared mine = vouch_to(peer);
   fail_and_notify_locked(CHORUS_ERR_PEER_FAILURE, message, "",
                          board().spared().widened_by(mine.narrowed_by(theirs)));
   fail_requests_with_locked(p, p.lost);
+}
+
+const Spared& TcpTransport::vouch_to(int peer) {
+  std::optional<Spared>& vouched = peers_[peer].vouched;
+  // A transport that isolates peer failures goes on with the others:
+  // nothing of theirs is sealed.
+  if (!vouched) vouched = options_.isolate_peer_failures ? board().spared() : board().vouch();
+  return *vouched;  // the same to that peer every time
 }
 
 bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
@@ -264,6 +276,21 @@ bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
     *refusal = "a probe from this rank itself";
     return true;
   }
+  if (!s.answered) {  // the prober knows this rank is alive once it reads this
+    s.answered = true;
+    const HelloAck ack{kHelloMagic, from};
+    std::vector<std::byte> out(sizeof ack);
+    std::memcpy(out.data(), &ack, sizeof ack);
+    const auto notice = notice_frame(encode_notice(fmt::format("rank {} is alive", options_.rank),
+                                                   vouch_to(from), kMaxAbortReason));
+    out.insert(out.end(), notice.begin(), notice.end());
+    if (::send(s.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(out.size())) {
+      *refusal = fmt::format("could not answer the probe of rank {}", from);
+      return true;
+    }
+  }
+  // Then what the prober vouches for.
   std::string error;
   for (;;) {
     std::size_t missing = notice_missing(s.notice, 0, &error);
@@ -274,31 +301,19 @@ bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
         error = "an undecodable notice";
         break;
       }
-      // A transport that isolates peer failures goes on with the others:
-      // nothing of theirs is sealed.
-      std::optional<Spared>& vouched = peers_[from].vouched;
-      if (!vouched) vouched = options_.isolate_peer_failures ? board().spared() : board().vouch();
-      const std::string answer =
-          encode_notice(fmt::format("rank {} is alive", options_.rank), *vouched, kMaxAbortReason);
       // A rank closing its transport, or a peer that said goodbye, has no
       // call left to settle with the other.
       if (!closing_ && !peers_[from].said_goodbye)
         settle_alive(from, fmt::format("rank {} found it ended", from), theirs);
-      const HelloAck ack{kHelloMagic, from};
-      std::vector<std::byte> out(sizeof ack);
-      std::memcpy(out.data(), &ack, sizeof ack);
-      const auto notice = notice_frame(answer);
-      out.insert(out.end(), notice.begin(), notice.end());
-      if (::send(s.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-          static_cast<ssize_t>(out.size()))
-        log().warn("rank {}: could not answer the probe of rank {}", options_.rank, from);
       return true;
     }
     const std::size_t had = s.notice.size();
     if (!read_some(s.fd.get(), s.notice, missing, &error)) break;
     if (s.notice.size() == had) return false;  // more later
   }
-  *refusal = fmt::format("a probe from rank {} with {}", from, error);
+  // The prober went away before saying what it vouches for (it died, most
+  // likely): its own stream tells this rank so.
+  *refusal = fmt::format("a probe from rank {} ended with {}", from, error);
   return true;
 }
 

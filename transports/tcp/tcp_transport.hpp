@@ -170,6 +170,7 @@ class TcpTransport final : public Transport {
     Hello hello{};
     std::size_t received = 0;
     std::vector<std::byte> notice;  // a probe's notice frame, after the Hello
+    bool answered = false;          // a probe: this rank's answer is sent
     Clock::time_point deadline;
   };
 
@@ -201,9 +202,13 @@ class TcpTransport final : public Transport {
   // Its stream ended but it is alive: a failure here that spares the calls
   // this rank finished and those both vouched for (`theirs`: the peer's).
   void settle_alive(int peer, const std::string& why, const Spared& theirs);
-  // A stranger's hello is a probe from `from`: reads its notice, settles,
-  // answers. Returns whether the stranger is done (answered or refused).
+  // A stranger's hello is a probe: answers it with what this rank vouches
+  // for, reads what the prober vouches for, settles. Returns whether the
+  // stranger is done (settled or refused).
   bool answer_probe(Stranger& s, std::string* refusal);
+  // What this rank vouches for to `peer` (CallBoard::vouch, sealing), the
+  // same every time it is asked.
+  const Spared& vouch_to(int peer);
   // A receive completed from the front of peer's unexpected frames of its tag.
   RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
                                      std::span<std::byte> data);

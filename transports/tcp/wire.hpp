@@ -5,9 +5,9 @@
 // token, its rank, the rank it wants, world size); the accepting rank checks
 // every field and answers with a HelloAck, or logs and closes.
 // A probe (purpose probe, after set-up) asks a peer whose stream ended without
-// a goodbye whether it is alive: the hello is followed by an ABORT frame
-// carrying the prober's finished calls (encode_notice), and a live peer
-// answers with a HelloAck and its own (tcp_probe.cpp).
+// a goodbye whether it is alive: a live peer answers with a HelloAck and an
+// ABORT frame carrying what it vouches for (encode_notice), and the prober
+// sends its own the same way (tcp_probe.cpp).
 // After that, a connection carries frames: a fixed 56-byte FrameHeader, then
 // `length` payload bytes (user data for DATA, a reason for ABORT, nothing for
 // GOODBYE).
