@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
   if (faulty && strcmp(fault, "disconnected") == 0) {
     /* The call ended first: the cut still comes (on whichever thread takes
      * the signal, so not a pause() here). */
-    while (!cut_done) sleep_ms(1);
+    for (int waited = 0; !cut_done && waited < 5000; ++waited) sleep_ms(1); /* bounded */
     sleep_ms(500); /* alive while the peers ask whether it is */
   }
   const int dies_after = strcmp(fault, "killed-after") == 0;

@@ -107,7 +107,7 @@ bool read_some(int fd, std::vector<std::byte>& in, std::size_t want, std::string
 
 }  // namespace
 
-bool TcpTransport::start_probe(int peer) {
+bool TcpTransport::start_probe(int peer, const std::string& why, const Spared& started) {
   Peer& p = peers_[peer];
   if (p.address.empty()) return false;
   bootstrap::HostPort hp;
@@ -134,7 +134,10 @@ bool TcpTransport::start_probe(int peer) {
   Probe probe;
   probe.fd = std::move(fd);
   probe.deadline = Clock::now() + kProbeTimeout;
+  probe.why = why;
+  probe.started = started;
   p.probe = std::move(probe);
+  probes_.fetch_add(1, std::memory_order_release);
   return true;
 }
 
@@ -142,6 +145,7 @@ void TcpTransport::end_probe(Peer& p) {
   if (!p.probe) return;
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.probe->fd.get(), nullptr);
   p.probe.reset();
+  probes_.fetch_sub(1, std::memory_order_release);
 }
 
 void TcpTransport::service_probe(int peer, uint32_t events) {
@@ -202,6 +206,7 @@ void TcpTransport::service_probe(int peer, uint32_t events) {
 }
 
 void TcpTransport::expire_probes() {
+  if (probes_.load(std::memory_order_relaxed) == 0) return;
   const auto now = Clock::now();
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
@@ -212,9 +217,7 @@ void TcpTransport::expire_probes() {
 void TcpTransport::settle_dead(int peer, const std::string& why, const Spared& started) {
   Peer& p = peers_[peer];
   const Spared spares = started;  // the arguments may live in the probe
-  const std::string message = fmt::format(
-      "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
-      options_.rank, why);
+  const std::string message = lost_message(peer, why);
   end_probe(p);
   if (p.lost) return;
   log().error("{}", message);
@@ -270,27 +273,35 @@ const Spared& TcpTransport::vouch_to(int peer) {
   return *vouched;  // the same to that peer every time
 }
 
+std::string TcpTransport::lost_message(int peer, const std::string& why) const {
+  return fmt::format(
+      "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})", peer,
+      options_.rank, why);
+}
+
 bool TcpTransport::answer_probe(Stranger& s, std::string* refusal) {
   const int from = s.hello.from_rank;
   if (from == options_.rank) {
     *refusal = "a probe from this rank itself";
-    return true;
+    return false;
   }
-  if (!s.answered) {  // the prober knows this rank is alive once it reads this
-    s.answered = true;
-    const HelloAck ack{kHelloMagic, from};
-    std::vector<std::byte> out(sizeof ack);
-    std::memcpy(out.data(), &ack, sizeof ack);
-    const auto notice = notice_frame(encode_notice(fmt::format("rank {} is alive", options_.rank),
-                                                   vouch_to(from), kMaxAbortReason));
-    out.insert(out.end(), notice.begin(), notice.end());
-    if (::send(s.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-        static_cast<ssize_t>(out.size())) {
-      *refusal = fmt::format("could not answer the probe of rank {}", from);
-      return true;
-    }
+  // The prober knows this rank is alive once it reads this.
+  const HelloAck ack{kHelloMagic, from};
+  std::vector<std::byte> out(sizeof ack);
+  std::memcpy(out.data(), &ack, sizeof ack);
+  const auto notice = notice_frame(encode_notice(fmt::format("rank {} is alive", options_.rank),
+                                                 vouch_to(from), kMaxAbortReason));
+  out.insert(out.end(), notice.begin(), notice.end());
+  if (::send(s.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(out.size())) {
+    *refusal = fmt::format("could not answer the probe of rank {}", from);
+    return false;
   }
-  // Then what the prober vouches for.
+  return true;
+}
+
+bool TcpTransport::finish_probe(Stranger& s, std::string* refusal) {
+  const int from = s.hello.from_rank;
   std::string error;
   for (;;) {
     std::size_t missing = notice_missing(s.notice, 0, &error);

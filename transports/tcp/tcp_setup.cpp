@@ -142,8 +142,8 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
     strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
   };
-  if (s.received == sizeof(Hello)) {  // a probe whose notice is still arriving
-    if (!answer_probe(s, &refusal)) return;
+  if (s.received == sizeof(Hello)) {  // a probe, answered, whose notice is still arriving
+    if (!finish_probe(s, &refusal)) return;
   } else {
     auto* dst = reinterpret_cast<std::byte*>(&s.hello);
     ssize_t n = ::recv(s.fd.get(), dst + s.received, sizeof(Hello) - s.received, 0);
@@ -164,7 +164,7 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
       } else if (probe) {  // after set-up only: a peer asks whether this rank is alive
         if (setup_phase)
           refusal = fmt::format("a probe from rank {} during set-up", from);
-        else if (!answer_probe(s, &refusal))
+        else if (answer_probe(s, &refusal) && !finish_probe(s, &refusal))
           return;  // its notice is still arriving
       } else if (!setup_phase) {
         refusal = fmt::format("claims to be rank {}, but set-up is over", from);

@@ -205,9 +205,12 @@ void TcpTransport::wait_for_progress(Request& pending, std::chrono::nanoseconds 
   int ms = static_cast<int>(
       std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()));
   int count = epoll_wait(epoll_fd_.get(), events, 64, ms);
+  // The progress thread stands aside while this waiter sleeps: a probe's
+  // deadline is checked here too, but the lock is taken only when needed.
+  if (count <= 0 && probes_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(mu_);
   if (count > 0) process_events(events, count);
-  expire_probes();  // the progress thread stands aside while this waiter sleeps
+  expire_probes();
 }
 
 bool TcpTransport::io_in_flight_locked() const {
@@ -340,19 +343,15 @@ void TcpTransport::peer_lost(int peer, const std::string& why) {
     return;
   }
   if (options_.isolate_peer_failures) {
-    std::string message = fmt::format(
-        "peer failure: rank {} failed: its connection to rank {} ended without a goodbye ({})",
-        peer, options_.rank, why);
+    const std::string message = lost_message(peer, why);
     log().warn("{}; the transport goes on without it", message);
     fail_peer_locked(peer, io_error(CHORUS_ERR_PEER_FAILURE, message));
     return;
   }
   // Dead, or alive with the connection dropped? Asked (tcp_probe.cpp), with
   // what its death would spare fixed now: the calls in progress here.
-  if (start_probe(peer)) {
+  if (start_probe(peer, why, board().started())) {
     log().debug("rank {}: connection to rank {} ended ({}): probing it", options_.rank, peer, why);
-    p.probe->why = why;
-    p.probe->started = board().started();
     return;
   }
   settle_dead(peer, why, board().started());

@@ -170,7 +170,6 @@ class TcpTransport final : public Transport {
     Hello hello{};
     std::size_t received = 0;
     std::vector<std::byte> notice;  // a probe's notice frame, after the Hello
-    bool answered = false;          // a probe: this rank's answer is sent
     Clock::time_point deadline;
   };
 
@@ -191,8 +190,9 @@ class TcpTransport final : public Transport {
   void peer_lost(int peer, const std::string& why);
 
   // tcp_probe.cpp (all with mu_ held)
-  // Starts asking `peer` whether it is alive; false when it cannot be asked.
-  bool start_probe(int peer);
+  // Starts asking `peer` whether it is alive (its stream ended for `why`;
+  // its death would spare `started`); false when it cannot be asked.
+  bool start_probe(int peer, const std::string& why, const Spared& started);
   void service_probe(int peer, uint32_t events);
   void expire_probes();
   void end_probe(Peer& p);
@@ -203,9 +203,14 @@ class TcpTransport final : public Transport {
   // this rank finished and those both vouched for (`theirs`: the peer's).
   void settle_alive(int peer, const std::string& why, const Spared& theirs);
   // A stranger's hello is a probe: answers it with what this rank vouches
-  // for, reads what the prober vouches for, settles. Returns whether the
-  // stranger is done (settled or refused).
+  // for; false (and *refusal) when it cannot.
   bool answer_probe(Stranger& s, std::string* refusal);
+  // Then reads what the prober vouches for and settles. Returns whether the
+  // stranger is done (settled, or *refusal); false: more to read.
+  bool finish_probe(Stranger& s, std::string* refusal);
+  // "peer failure: rank P failed: its connection to rank R ended without a
+  // goodbye (why)".
+  std::string lost_message(int peer, const std::string& why) const;
   // What this rank vouches for to `peer` (CallBoard::vouch, sealing), the
   // same every time it is asked.
   const Spared& vouch_to(int peer);
@@ -254,6 +259,7 @@ class TcpTransport final : public Transport {
   FailureRecord failure_;  // the first failure, as peers are told it, and what it spares
   std::atomic<bool> has_failure_{false};  // failure_ is set (read without mu_)
   std::atomic<int> departed_{0};          // peers that said goodbye or are gone (no mu_)
+  std::atomic<int> probes_{0};            // probes under way (no mu_: waiters check it)
   bool closing_ = false;
   Clock::time_point next_parked_check_;
 
