@@ -68,7 +68,15 @@ void RoutedTransport::wait_for_progress(Request& pending, std::chrono::nanosecon
   // waits: read what came on it (notices, announcements) here.
   if (&data != &control()) control().poll();
   // A data transport may not notice a dead peer (UCX): the control channel does.
-  if (!pending.done()) check_peer(pending.peer(), pending.tag(), pending.signature());
+  if (pending.done()) return;
+  try {
+    check_peer(pending.peer(), pending.tag(), pending.signature());
+  } catch (const IoError&) {
+    // Another thread (the progress thread) may have read the peer's last
+    // message and then its goodbye since the look above: the request is
+    // done then, and the goodbye only ends a wait for what never came.
+    if (!pending.done()) throw;
+  }
 }
 
 void RoutedTransport::pass_on_control_failure() {
