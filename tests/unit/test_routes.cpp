@@ -103,11 +103,16 @@ class GoodbyeStub final : public Transport {
     throw InvariantError("the stub moves no data");
   }
   void check_peer(int peer, uint32_t, const CallSignature&) override {
-    if (std::find(left_.begin(), left_.end(), peer) != left_.end())
-      throw IoError(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} left ({})", peer, name()));
+    if (std::find(left_.begin(), left_.end(), peer) == left_.end()) return;
+    // As a progress thread that reads the peer's last message and then its
+    // goodbye while a waiter is between its look at a request and this.
+    if (completes_on_check) completes_on_check->completion().complete();
+    throw IoError(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} left ({})", peer, name()));
   }
   void close() override {}
   void fail(chorus_result_t, const std::string&, const Spared&) override {}
+
+  Request* completes_on_check = nullptr;
 
  private:
   int rank_, size_;
@@ -134,5 +139,35 @@ TEST_CASE("routed: a peer that left is seen on its data transport, not only on c
   } catch (const IoError& e) {
     CHECK(e.code() == CHORUS_ERR_PEER_FAILURE);
     CHECK_THAT(e.what(), Catch::Contains("rank 2 left"));
+  }
+}
+
+// The waiter looks at its request, then asks whether the peer left; the
+// peer's last message may complete the request in between (CI found it:
+// a 2-rank barrier over UCX failed at the rank whose peer sent its part and
+// left). Only a request still pending once the departure is known fails.
+TEST_CASE("routed: a peer that left fails a wait only for what never came", "[routes]") {
+  std::vector<std::unique_ptr<Transport>> parts;
+  parts.push_back(std::make_unique<GoodbyeStub>(0, 2, std::vector<int>{}));   // control
+  parts.push_back(std::make_unique<GoodbyeStub>(0, 2, std::vector<int>{1}));  // data, to rank 1
+  auto* data = static_cast<GoodbyeStub*>(parts[1].get());
+  RoutedTransport routed(std::move(parts), {0, 1});
+  CallSignature sig;
+  sig.seq = 2;
+
+  auto arrived = std::make_shared<Request>(1, false, 1, sig, 0);
+  data->completes_on_check = arrived.get();
+  CHECK_NOTHROW(routed.wait_for_progress(*arrived, std::chrono::milliseconds(1)));
+  CHECK(arrived->done());
+  CHECK_FALSE(arrived->completion().failed());
+
+  auto missing = std::make_shared<Request>(1, false, 1, sig, 0);
+  data->completes_on_check = nullptr;
+  try {
+    routed.wait_for_progress(*missing, std::chrono::milliseconds(1));
+    FAIL("rank 1 left with the receive still pending, and the wait did not say so");
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(e.what(), Catch::Contains("rank 1 left"));
   }
 }
