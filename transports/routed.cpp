@@ -80,6 +80,11 @@ void RoutedTransport::wait_for_progress(Request& pending, std::chrono::nanosecon
 }
 
 void RoutedTransport::pass_on_control_failure() {
+  // A data transport's failed connection is the control channel's to settle
+  // (Transport::take_lost_connections); its verdict comes back below.
+  for (std::size_t i = 1; i < transports_.size(); ++i)
+    for (const auto& [peer, why] : transports_[i]->take_lost_connections())
+      control().lose_connection(peer, why);
   try {
     control().check_failed();
   } catch (const Error& e) {

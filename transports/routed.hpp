@@ -51,6 +51,8 @@ class RoutedTransport final : public Transport {
   Transport& route(int peer) const;
   // A failure the control channel learnt of fails the data transports too,
   // with the same spared calls (their peers learn it from the control channel).
+  // First, a data transport's lost connections go to the control channel,
+  // which settles them. Locks: each transport's own, one at a time.
   void pass_on_control_failure();
 
   std::vector<std::unique_ptr<Transport>> transports_;

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/core/completion.hpp"
@@ -210,6 +211,18 @@ class Transport {
   virtual bool reports_progress() const { return false; }
   // The calls the first failure spares (empty when none, or not failed).
   virtual Spared spared() const { return {}; }
+
+  // A data transport under a control channel (RoutedTransport) does not
+  // settle alone that a peer whose connection failed is dead: the peer may
+  // be alive, cut off by the network, and would take this rank for dead in
+  // turn. It hands such peers here (each once, with why), and the control
+  // channel settles them (lose_connection).
+  virtual std::vector<std::pair<int, std::string>> take_lost_connections() { return {}; }
+  // The control channel's side: another channel to `peer` failed. It ends
+  // its own connection to the peer too and settles as for a connection of
+  // its own that ended: dead, or alive with both failing what they cannot
+  // both finish (TCP: tcp_probe.cpp).
+  virtual void lose_connection(int peer, const std::string& why) { (void)peer, (void)why; }
 
   // Where this rank and its peers are in their calls (CallBoard): the
   // communicator marks its calls here; a transport that carries

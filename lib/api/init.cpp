@@ -65,6 +65,7 @@ std::unique_ptr<Transport> connect_point_to_point(Store& store, const BootstrapI
   o.connect_timeout_s = config.connect_timeout_s;
   o.close_timeout_s = config.timeout_s;
   o.allow_shared_memory = plan.ucx_shared_memory;
+  o.control_settles_lost_peers = true;  // TCP, below, is the control channel
   std::vector<std::unique_ptr<Transport>> transports;
   transports.push_back(std::move(tcp));
   transports.push_back(std::make_unique<ucx::UcxTransport>(store, o));

@@ -910,3 +910,32 @@ TEST_CASE("verdict round: a peer whose stream is corrupt is failed, not taken fo
   CHECK_THAT(message, Catch::Contains("malformed frame"));
   CHECK(notice_back);
 }
+
+// A data transport (UCX) under this control channel lost its connection to a
+// peer that is alive (RoutedTransport hands it here: lose_connection). Both
+// ranks must settle it as a connection the network dropped, with both alive:
+// they fail the call in progress together and spare what both finished,
+// instead of taking each other for dead. A third rank hears of it.
+TEST_CASE("tcp: a connection another channel lost is settled with both alive") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "lose/");
+  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
+  for (int r = 0; r < 2; ++r) finished_3_in_4(world[r]->board());
+  std::vector<std::byte> got0(16), got1(16);
+  auto at0 = world[0]->irecv(1, tag, sig_of(4, 16), got0);  // #4: neither part is done
+  auto at1 = world[1]->irecv(0, tag, sig_of(4, 16), got1);
+  world[0]->lose_connection(1, "the other channel to rank 1 failed (test)");
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::string message;
+    CHECK(error_code(*world[r], r == 0 ? at0 : at1, &message) == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(message, Catch::Contains("between rank") && Catch::Contains("with both alive"));
+    CHECK_NOTHROW(world[r]->check_call(tag, sig_of(3, 16)));  // finished by both: spared
+    CHECK_THROWS_AS(world[r]->check_call(tag, sig_of(4, 16)), IoError);
+  }
+  auto heard = first_error([&] { world[2]->check_call(tag, sig_of(4, 16)); });
+  REQUIRE(heard);
+  CHECK(heard->code() == CHORUS_ERR_PEER_FAILURE);
+  CHECK_THAT(heard->what(), Catch::Contains("with both alive"));
+  close_world(world);
+}

@@ -476,3 +476,61 @@ TEST_CASE("ucx: a rank that dies spares the calls in progress here: what it sent
   rank0->board().slot(tag).leave(sig_of(3, 16), false);
   rank0.reset();
 }
+
+// Under a control channel (RoutedTransport), a failed endpoint is not a
+// death: the peer may be alive behind a connection the network dropped. UCX
+// hands the peer to the control channel and keeps its requests pending until
+// the verdict comes back (as a failure, Transport::fail); without a control
+// channel the same error is a death, as before.
+TEST_CASE("ucx: a failed endpoint is handed to the control channel, not taken for dead") {
+  TcpStoreServer server(kToken);
+  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
+  std::vector<std::byte> got(16), part(16, std::byte{5});
+  SECTION("under a control channel") {
+    auto world = make_world(server, 2, "lost-ep/", [](UcxOptions& o) {
+      o.control_settles_lost_peers = true;
+      o.close_timeout_s = 2;
+    });
+    auto& rank0 = *world[0];
+    auto recv = rank0.irecv(1, tag, sig_of(4, 16), got);
+    rank0.simulate_endpoint_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
+    std::vector<std::pair<int, std::string>> lost;
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    while (lost.empty() && !deadline.expired()) {
+      rank0.poll();
+      lost = rank0.take_lost_connections();
+    }
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0].first == 1);
+    CHECK_THAT(lost[0].second,
+               Catch::Contains("Endpoint timeout") && Catch::Contains("from rank 0 to rank 1"));
+    CHECK(rank0.take_lost_connections().empty());  // handed over once
+    // Nothing decided here: not gone, its receive and a new send wait.
+    CHECK_NOTHROW(rank0.check_peer(1, tag, sig_of(4, 16)));
+    auto send = rank0.isend(1, tag, sig_of(4, 16), part);
+    for (int i = 0; i < 100; ++i) rank0.poll();
+    CHECK_FALSE(recv->done());
+    CHECK_FALSE(send->done());
+    // The control channel's verdict (RoutedTransport passes its failure on).
+    rank0.fail(CHORUS_ERR_PEER_FAILURE, "the connection between rank 0 and rank 1 ended (test)",
+               Spared{{{3, 3}}});
+    std::string message;
+    CHECK(error_code(rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(message, Catch::Contains("between rank 0 and rank 1"));
+    CHECK(error_code(rank0, send) == CHORUS_ERR_PEER_FAILURE);
+    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
+    close_world(world);
+  }
+  SECTION("alone: a death") {
+    auto world = make_world(server, 2, "dead-ep/", [](UcxOptions& o) { o.close_timeout_s = 2; });
+    auto& rank0 = *world[0];
+    auto recv = rank0.irecv(1, tag, sig_of(4, 16), got);
+    rank0.simulate_endpoint_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
+    std::string message;
+    CHECK(error_code(rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(message, Catch::Contains("rank 1 failed") && Catch::Contains("Endpoint timeout"));
+    CHECK(rank0.take_lost_connections().empty());
+    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
+    close_world(world);
+  }
+}

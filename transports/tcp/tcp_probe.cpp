@@ -107,6 +107,25 @@ bool read_some(int fd, std::vector<std::byte>& in, std::size_t want, std::string
 
 }  // namespace
 
+void TcpTransport::lose_connection(int peer, const std::string& why) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
+               "rank {} cannot lose a connection to peer {} (world size {})", options_.rank, peer,
+               options_.size);
+  std::lock_guard lock(mu_);
+  Peer& p = peers_[peer];
+  if (closing_ || p.gone || p.said_goodbye || !p.fd) return;
+  // What the peer sent on this stream so far is taken in first (a notice,
+  // a goodbye that explains the other channel's end).
+  if (p.rx.awaiting_recv) set_aside_parked(peer);
+  pump_rx(peer);
+  if (p.gone || p.said_goodbye) return;
+  log().warn("rank {}: {}; dropping the control connection to it too", options_.rank, why);
+  // Its end of this stream ends as well, so a live peer settles with this
+  // rank as for a connection the network dropped, whichever end asks first.
+  ::shutdown(p.fd.get(), SHUT_RDWR);
+  peer_lost(peer, why);
+}
+
 bool TcpTransport::start_probe(int peer, const std::string& why, const Spared& started) {
   Peer& p = peers_[peer];
   if (p.address.empty()) return false;

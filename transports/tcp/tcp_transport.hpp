@@ -98,6 +98,9 @@ class TcpTransport final : public Transport {
   bool reports_progress() const override { return true; }  // status frames
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
+  // tcp_probe.cpp: drops the stream to `peer` as the network dropped the
+  // other channel, and settles it as a lost stream (probe).
+  void lose_connection(int peer, const std::string& why) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }

@@ -2,6 +2,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -52,6 +54,14 @@ void UcxTransport::handle_control(int peer, const ControlMessage& msg, std::size
       break;
     }
   }
+}
+
+void UcxTransport::simulate_endpoint_error(int peer, ucs_status_t status) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
+               "rank {}: no endpoint to peer {} (world size {})", options_.rank, peer,
+               options_.size);
+  std::lock_guard lock(ep_errors_mu_);
+  ep_errors_.emplace_back(peer, status);
 }
 
 void UcxTransport::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -108,6 +118,35 @@ void UcxTransport::peer_failed_locked(int peer, const std::string& why, bool die
 
 void UcxTransport::peer_died_locked(int peer, std::string why) {
   deaths_.emplace_back(peer, std::move(why));
+}
+
+// A failed endpoint is a dead peer, or a live one behind a connection that
+// the network dropped: taken for dead, a live peer would take this rank for
+// dead in turn, and each could finish a call the other fails. The control
+// channel (TCP) can tell the two apart (tcp_probe.cpp), and its verdict
+// comes back as its failure (RoutedTransport): fail_all_locked fails what
+// that spares not, and a wait on the peer asks the control channel whether
+// it is gone. A peer that said goodbye, or this rank closing, is no question.
+void UcxTransport::lose_connection_locked(int peer, const std::string& why) {
+  Peer& p = peers_[peer];
+  if (!p.broken.empty()) return;
+  if (!options_.control_settles_lost_peers || closing_ || p.gone || p.failure || p.said_goodbye) {
+    peer_died_locked(peer, why);
+    return;
+  }
+  log().debug("rank {}: {}: the control channel settles whether rank {} is alive", options_.rank,
+              why, peer);
+  p.broken = why;
+  close_ep_locked(peer, true);  // its sends in flight end: stranded (handle_event)
+  lost_connections_.emplace_back(peer, why);
+  lost_pending_.store(true, std::memory_order_release);
+}
+
+std::vector<std::pair<int, std::string>> UcxTransport::take_lost_connections() {
+  if (!lost_pending_.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(mu_);
+  lost_pending_.store(false, std::memory_order_relaxed);
+  return std::exchange(lost_connections_, {});
 }
 
 std::exception_ptr UcxTransport::gone_error(int peer) const {
@@ -241,7 +280,7 @@ void UcxTransport::close() {
       [&] {
         for (int peer = 0; peer < options_.size; ++peer) {
           const Peer& p = peers_[peer];
-          if (peer == options_.rank || p.gone || p.failure) continue;
+          if (peer == options_.rank || p.gone || p.failure || !p.broken.empty()) continue;
           if (!p.said_goodbye || (p.goodbye && p.goodbye->sends_left > 0)) return false;
         }
         return true;

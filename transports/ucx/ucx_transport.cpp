@@ -93,6 +93,14 @@ RequestPtr UcxTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
   Peer& p = peers_[peer];
   std::exception_ptr refusal = refusal_locked(p, tag, sig);
   if (!refusal && p.lost) refusal = p.lost;
+  if (!refusal && !p.broken.empty() && !p.gone && !p.said_goodbye) {
+    // Its endpoint failed and the control channel has not settled it yet:
+    // the send waits for that verdict (nothing can go now), so that nothing
+    // is decided here on a guess (a call's last have may be such a send).
+    op->stranded = true;
+    adopt(op);
+    return op;
+  }
   if (!refusal && (p.gone || p.said_goodbye || !p.ep))
     refusal = io_error(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} cannot send to rank {}: it "
                                                             "has left the job",
@@ -250,6 +258,7 @@ void UcxTransport::adopt(const OpPtr& op) {
 
 void UcxTransport::release_op(Op* op) {
   if (op->lead || op->bulk || op->in_order || op->sends_left > 0) return;
+  if (op->stranded && !op->done()) return;            // fail_all_locked may still fail it
   if (peers_[op->peer()].ops.erase(op)) --live_ops_;  // may destroy *op
 }
 
@@ -309,8 +318,9 @@ void UcxTransport::process_events_locked() {
 
 void UcxTransport::handle_event(const Event& e) {
   if (e.part == Part::ep_error) {
-    peer_died_locked(e.peer, fmt::format("UCX reports '{}' on the endpoint from rank {} to it",
-                                         ucs_status_string(e.status), options_.rank));
+    lose_connection_locked(e.peer,
+                           fmt::format("UCX reports '{}' on the endpoint from rank {} to rank {}",
+                                       ucs_status_string(e.status), options_.rank, e.peer));
     return;
   }
   if (e.part == Part::control) {
@@ -331,8 +341,11 @@ void UcxTransport::handle_event(const Event& e) {
   (e.part == Part::lead ? op->lead : op->bulk) = nullptr;
   if (e.request) ucp_request_free(e.request);
   if (op->is_send()) {
-    if (e.status != UCS_OK && !op->done()) {
-      Peer& p = peers_[op->peer()];
+    Peer& p = peers_[op->peer()];
+    if (e.status != UCS_OK && !op->done() && !p.broken.empty() && !failure_.error && !p.failure &&
+        !p.gone) {
+      op->stranded = true;  // ended with its peer's endpoint: the control channel settles it
+    } else if (e.status != UCS_OK && !op->done()) {
       std::exception_ptr error = failure_.error ? failure_.error : p.failure;
       if (!error && (p.said_goodbye || p.gone)) error = gone_error(op->peer());
       if (!error)
@@ -342,7 +355,7 @@ void UcxTransport::handle_event(const Event& e) {
       fail_op(op, error);
     }
     if (--op->sends_left == 0) {
-      if (!op->done()) complete_op(op);
+      if (!op->done() && !op->stranded) complete_op(op);
       release_op(op);
     }
     return;

@@ -88,6 +88,10 @@ struct UcxOptions {
   bool allow_shared_memory = true;
   // Messages from this size go as lead + zero-copy bulk message.
   std::size_t zero_copy_min = 32 * 1024;
+  // Under a control channel (RoutedTransport): a peer whose endpoint fails
+  // is not taken for dead here but handed to the control channel, which
+  // settles whether it is alive (Transport::take_lost_connections).
+  bool control_settles_lost_peers = false;
 };
 
 class UcxTransport final : public Transport {
@@ -111,6 +115,7 @@ class UcxTransport final : public Transport {
   void check_call(uint32_t tag, const CallSignature& sig) override;
   void check_peer(int peer, uint32_t tag, const CallSignature& sig) override;
   Spared spared() const override;
+  std::vector<std::pair<int, std::string>> take_lost_connections() override;
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
 
@@ -131,6 +136,9 @@ class UcxTransport final : public Transport {
   const std::string& transports() const { return tls_; }
   // Whether endpoints use UCP_ERR_HANDLING_MODE_PEER (else: process watch).
   bool peer_error_handling() const { return peer_mode_; }
+  // As UCX reporting `status` on the endpoint to `peer` (its error callback):
+  // for tests, which cannot make a live peer's connection fail on demand.
+  void simulate_endpoint_error(int peer, ucs_status_t status);
 
  private:
   enum class Part : uint8_t { lead, bulk, control, ep_error };
@@ -154,6 +162,9 @@ class UcxTransport final : public Transport {
     bool control = false;  // internal: a control message (bytes in `owned`)
     std::vector<char> owned;
     std::exception_ptr cancel_error;  // reported when UCX cancels the op
+    // A send to a peer whose endpoint failed (Peer::broken): pending until
+    // the control channel's verdict fails it (or spares its call).
+    bool stranded = false;
   };
   using OpPtr = std::shared_ptr<Op>;
   struct Event {
@@ -172,8 +183,12 @@ class UcxTransport final : public Transport {
     bool hello = false, said_goodbye = false, gone = false;
     std::exception_ptr failure;  // fail_peer: every request with this peer fails
     std::exception_ptr lost;     // it died: what its requests fail with (gone is set too)
-    OpPtr goodbye;               // our goodbye to it
-    int64_t watch_pid = 0;       // its process, when we can watch it (else 0)
+    // Its endpoint failed, why (control_settles_lost_peers): dead, or alive
+    // behind a dropped connection? The control channel settles that; until
+    // then its requests stay pending and it is not gone.
+    std::string broken;
+    OpPtr goodbye;          // our goodbye to it
+    int64_t watch_pid = 0;  // its process, when we can watch it (else 0)
     uint64_t watch_start = 0;
     std::unordered_map<Op*, OpPtr> ops;
     std::map<uint32_t, std::deque<Op*>> recv_order;  // receives by tag, lead not yet handled
@@ -220,6 +235,10 @@ class UcxTransport final : public Transport {
   // in deaths_, settled by process_events_locked (peer_failed_locked, died)
   // once no event is pending.
   void peer_died_locked(int peer, std::string why);
+  // The endpoint to `peer` failed, its process not known dead: with a
+  // control channel, closes the endpoint and hands the peer over
+  // (take_lost_connections); else a death (peer_died_locked).
+  void lose_connection_locked(int peer, const std::string& why);
   // What a request to or from a peer that is gone fails with.
   std::exception_ptr gone_error(int peer) const;
   void fail_all_locked();
@@ -245,6 +264,8 @@ class UcxTransport final : public Transport {
   bool drive_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& pred,
                    const Deadline& deadline);
 
+  std::vector<std::pair<int, std::string>> lost_connections_;  // for take_lost_connections
+  std::atomic<bool> lost_pending_{false};  // lost_connections_ is not empty (read without mu_)
   UcxOptions options_;
   uint64_t job_ = 0;
   std::string tls_;
