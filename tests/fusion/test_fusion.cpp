@@ -595,14 +595,29 @@ TEST_CASE("fused allreduce: local refusals", "[fusion]") {
     return 0;
   });
   CHECK(all_zero(results));
-  // A name already pending: refused (and, as every refusal, the communicator fails).
+  // A name already pending: refused (and, as every refusal, the communicator
+  // fails). Rank 1 submits its part only once rank 0 has tried, so rank 0's
+  // first submission is certainly still pending then (alone, a rank's
+  // tensor may complete at any moment after it is submitted).
   std::string message;
-  results = run(1, [&](int, chorus_comm_t comm) -> int {
+  std::atomic<bool> tried{false};
+  auto after_rank0_tried = [&] {
+    for (int waited = 0; !tried.load() && waited < 20000; ++waited)  // bounded: 20 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  results = run(2, [&](int rank, chorus_comm_t comm) -> int {
     float x[4] = {1, 2, 3, 4}, y[4] = {};
     chorus_request_t a = nullptr, b = nullptr;
+    if (rank == 1) {  // its verdict is rank 0's refusal: not what is tested
+      after_rank0_tried();
+      if (chorus_fused_allreduce(comm, "x", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, &a) == 0)
+        chorus_wait(&a, 0);
+      return 0;
+    }
     if (chorus_fused_allreduce(comm, "x", x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, &a)) return 1;
     const auto rc = chorus_fused_allreduce(comm, "x", y, y, 4, CHORUS_FLOAT32, CHORUS_SUM, &b);
     message = chorus_comm_last_error(comm);
+    tried = true;
     chorus_wait(&a, 0);
     return rc == CHORUS_ERR_INVALID_ARGUMENT && b == nullptr ? 0 : 3;
   });
@@ -611,17 +626,26 @@ TEST_CASE("fused allreduce: local refusals", "[fusion]") {
   // The same when the name comes where the engine expects it from the last
   // steps' order (p, q, p: after q came p), so that no hash lookup runs.
   message.clear();
-  results = run(1, [&](int, chorus_comm_t comm) -> int {
+  tried = false;
+  results = run(2, [&](int rank, chorus_comm_t comm) -> int {
     float p[2] = {1, 2}, q[2] = {3, 4};
     chorus_request_t rp = nullptr, rq = nullptr, again = nullptr;
     for (int step = 0; step < 3; ++step) {
-      if (chorus_fused_allreduce(comm, "p", p, p, 2, CHORUS_FLOAT32, CHORUS_SUM, &rp) ||
-          chorus_fused_allreduce(comm, "q", q, q, 2, CHORUS_FLOAT32, CHORUS_SUM, &rq))
-        return 10 + step;
+      if (rank == 1 && step == 2) after_rank0_tried();
+      const bool submitted =
+          chorus_fused_allreduce(comm, "p", p, p, 2, CHORUS_FLOAT32, CHORUS_SUM, &rp) == 0 &&
+          chorus_fused_allreduce(comm, "q", q, q, 2, CHORUS_FLOAT32, CHORUS_SUM, &rq) == 0;
+      if (rank == 1 && step == 2) {  // after rank 0's refusal: any verdict
+        chorus_wait(&rp, 0);
+        chorus_wait(&rq, 0);
+        return 0;
+      }
+      if (!submitted) return 10 + step;
       if (step < 2 && (chorus_wait(&rp, 0) || chorus_wait(&rq, 0))) return 20 + step;
     }
     const auto rc = chorus_fused_allreduce(comm, "p", q, q, 2, CHORUS_FLOAT32, CHORUS_SUM, &again);
     message = chorus_comm_last_error(comm);
+    tried = true;
     chorus_wait(&rp, 0);
     chorus_wait(&rq, 0);
     return rc == CHORUS_ERR_INVALID_ARGUMENT && again == nullptr ? 0 : 3;
