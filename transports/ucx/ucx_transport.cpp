@@ -342,8 +342,7 @@ void UcxTransport::handle_event(const Event& e) {
   if (e.request) ucp_request_free(e.request);
   if (op->is_send()) {
     Peer& p = peers_[op->peer()];
-    if (e.status != UCS_OK && !op->done() && !p.broken.empty() && !failure_.error && !p.failure &&
-        !p.gone) {
+    if (e.status != UCS_OK && !op->done() && awaits_verdict_locked(p)) {
       op->stranded = true;  // ended with its peer's endpoint: the control channel settles it
     } else if (e.status != UCS_OK && !op->done()) {
       std::exception_ptr error = failure_.error ? failure_.error : p.failure;
@@ -370,6 +369,9 @@ void UcxTransport::handle_event(const Event& e) {
   if (!op->drain) {
     if (e.status == UCS_OK && e.length == op->bytes()) {
       complete_op(op);
+    } else if (e.status != UCS_OK && !op->cancel_error &&
+               awaits_verdict_locked(peers_[op->peer()])) {
+      op->stranded = true;  // UCX ended the rendezvous with the failed endpoint
     } else if (e.status == UCS_ERR_CANCELED) {
       fail_op(op, op->cancel_error ? op->cancel_error : failure_.error);
     } else {
@@ -434,6 +436,8 @@ void UcxTransport::finish_lead_locked(Op* op) {
             io_error(CHORUS_ERR_MISMATCH,
                      fmt::format("rank {} sent {} bytes but rank {} expected {} bytes for {}", peer,
                                  theirs, options_.rank, op->bytes(), describe(op->signature()))));
+  } else if (!op->cancel_error && awaits_verdict_locked(p)) {
+    op->stranded = true;  // ended with the peer's failed endpoint
   } else if (op->lead_status == UCS_ERR_CANCELED) {
     fail_op(op, op->cancel_error ? op->cancel_error : failure_.error);
   } else {

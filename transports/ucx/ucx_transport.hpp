@@ -162,8 +162,9 @@ class UcxTransport final : public Transport {
     bool control = false;  // internal: a control message (bytes in `owned`)
     std::vector<char> owned;
     std::exception_ptr cancel_error;  // reported when UCX cancels the op
-    // A send to a peer whose endpoint failed (Peer::broken): pending until
-    // the control channel's verdict fails it (or spares its call).
+    // A request with a peer whose endpoint failed (Peer::broken) that UCX
+    // ended, or a send that could not go: pending until the control
+    // channel's verdict fails it (or spares its call).
     bool stranded = false;
   };
   using OpPtr = std::shared_ptr<Op>;
@@ -239,6 +240,12 @@ class UcxTransport final : public Transport {
   // control channel, closes the endpoint and hands the peer over
   // (take_lost_connections); else a death (peer_died_locked).
   void lose_connection_locked(int peer, const std::string& why);
+  // Whether a request with `p` that UCX ended in error waits for the control
+  // channel's verdict (stranded) instead of failing here: its endpoint
+  // failed, and nothing has settled its fate yet.
+  bool awaits_verdict_locked(const Peer& p) const {
+    return !p.broken.empty() && !failure_.error && !p.failure && !p.gone;
+  }
   // What a request to or from a peer that is gone fails with.
   std::exception_ptr gone_error(int peer) const;
   void fail_all_locked();
