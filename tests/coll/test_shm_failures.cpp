@@ -10,11 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
 #include "collectives/allreduce/shm.hpp"
 #include "collectives/barrier/shm.hpp"
 #include "collectives/broadcast/shm.hpp"
+#include "collectives/shm/domain.hpp"
 #include "tests/coll/harness.hpp"
+#include "transports/transport.hpp"
 
 using namespace chorus;
 using namespace chorus::test;
@@ -126,5 +129,75 @@ TEST_CASE("shm barrier: nobody leaves before everybody arrived", "[barrier][shm]
     REQUIRE(failures(outcomes) == "");
     for (int r = 0; r < n; ++r)
       for (int k = 0; k < kRounds; ++k) CHECK(seen[r][k] == n);
+  }
+}
+
+namespace {
+
+// A control channel that learns rank 1 left at the moment it is asked, just
+// after rank 1 posted its part (as a peer that posts and then destroys its
+// communicator between a wait's look at the counters and its question).
+class LeftAfterPosting final : public Transport {
+ public:
+  explicit LeftAfterPosting(shm::Domain& rank1) : rank1_(rank1) {}
+  std::string_view name() const override { return "stub"; }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  bool can_connect(int) const override { return true; }
+  RequestPtr isend(int, uint32_t, const CallSignature&, std::span<const std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  RequestPtr irecv(int, uint32_t, const CallSignature&, std::span<std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  void check_peer(int peer, uint32_t, const CallSignature&) override {
+    if (peer != 1) return;
+    if (posts_) rank1_.publish(shm::Counter::arrived, 1);
+    throw IoError(CHORUS_ERR_PEER_FAILURE, "rank 1 left (test)");
+  }
+  void close() override {}
+  void fail(chorus_result_t, const std::string&, const Spared&) override {}
+  bool posts_ = true;
+
+ private:
+  shm::Domain& rank1_;
+};
+
+}  // namespace
+
+// A wait looks at the counters, then asks the control channel about the
+// peers; a peer that posted its part and left in between has not failed the
+// wait (its part is there), while one that left without posting has.
+TEST_CASE("shm: a peer that posted its part and left does not fail the wait", "[failure][shm]") {
+  TcpStoreServer server("coll-test");
+  std::vector<std::unique_ptr<TcpStoreClient>> stores(2);
+  std::vector<std::unique_ptr<shm::Domain>> domains(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      stores[r] = std::make_unique<TcpStoreClient>(server.address(), "coll-test",
+                                                   Deadline::after(std::chrono::seconds(30)));
+      shm::Domain::Options o;
+      o.rank = r;
+      o.layout.ranks = 2;
+      o.name_prefix = shm::segment_name_prefix("coll-test");
+      o.key_prefix = "shm-left/";
+      domains[r] = shm::Domain::join(*stores[r], o);
+    });
+  for (auto& t : threads) t.join();
+  REQUIRE((domains[0] && domains[1]));
+  LeftAfterPosting control(*domains[1]);
+  shm::WaitSpec spec;
+  spec.deadline = Deadline::after(std::chrono::seconds(20));
+  spec.control = &control;
+  domains[0]->publish(shm::Counter::arrived, 1);
+  CHECK_NOTHROW(domains[0]->wait_all(shm::Counter::arrived, 1, spec));
+  control.posts_ = false;  // the next barrier: rank 1 leaves without posting
+  domains[0]->publish(shm::Counter::arrived, 2);
+  try {
+    domains[0]->wait_all(shm::Counter::arrived, 2, spec);
+    FAIL("rank 1 left without its part, and the wait did not say so");
+  } catch (const IoError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("rank 1 left"));
   }
 }
