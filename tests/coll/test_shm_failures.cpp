@@ -17,6 +17,7 @@
 #include "collectives/broadcast/shm.hpp"
 #include "collectives/shm/domain.hpp"
 #include "tests/coll/harness.hpp"
+#include "tests/common/transport_test.hpp"
 #include "transports/transport.hpp"
 
 using namespace chorus;
@@ -137,26 +138,14 @@ namespace {
 // A control channel that learns rank 1 left at the moment it is asked, just
 // after rank 1 posted its part (as a peer that posts and then destroys its
 // communicator between a wait's look at the counters and its question).
-class LeftAfterPosting final : public Transport {
+class LeftAfterPosting final : public test::NoDataTransport {
  public:
-  explicit LeftAfterPosting(shm::Domain& rank1) : rank1_(rank1) {}
-  std::string_view name() const override { return "stub"; }
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  bool can_connect(int) const override { return true; }
-  RequestPtr isend(int, uint32_t, const CallSignature&, std::span<const std::byte>) override {
-    throw InvariantError("the stub moves no data");
-  }
-  RequestPtr irecv(int, uint32_t, const CallSignature&, std::span<std::byte>) override {
-    throw InvariantError("the stub moves no data");
-  }
+  explicit LeftAfterPosting(shm::Domain& rank1) : NoDataTransport(0, 2), rank1_(rank1) {}
   void check_peer(int peer, uint32_t, const CallSignature&) override {
     if (peer != 1) return;
     if (posts_) rank1_.publish(shm::Counter::arrived, 1);
     throw IoError(CHORUS_ERR_PEER_FAILURE, "rank 1 left (test)");
   }
-  void close() override {}
-  void fail(chorus_result_t, const std::string&, const Spared&) override {}
   bool posts_ = true;
 
  private:

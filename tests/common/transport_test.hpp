@@ -26,6 +26,29 @@ inline CallSignature sig_of(uint64_t seq, uint64_t count) {
   return s;
 }
 
+// A transport that moves no data: the base of the stubs that tests put
+// where a peer's channel is asked about it (a routed transport's parts, a
+// shared-memory wait's control channel).
+class NoDataTransport : public Transport {
+ public:
+  NoDataTransport(int rank, int size) : rank_(rank), size_(size) {}
+  std::string_view name() const override { return "stub"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool can_connect(int) const override { return true; }
+  RequestPtr isend(int, uint32_t, const CallSignature&, std::span<const std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  RequestPtr irecv(int, uint32_t, const CallSignature&, std::span<std::byte>) override {
+    throw InvariantError("the stub moves no data");
+  }
+  void close() override {}
+  void fail(chorus_result_t, const std::string&, const Spared&) override {}
+
+ private:
+  int rank_, size_;
+};
+
 inline void wait(Transport& t, const RequestPtr& r) {
   wait_one(t, r, Deadline::after(std::chrono::seconds(20)), 10, "test");
 }

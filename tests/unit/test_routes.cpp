@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/core/error.hpp"
+#include "tests/common/transport_test.hpp"
 #include "transports/routed.hpp"
 #include "transports/routes.hpp"
 
@@ -88,20 +89,10 @@ TEST_CASE("a single rank has nothing to route", "[routes]") {
 namespace {
 
 // A transport that only knows which peers said goodbye to it.
-class GoodbyeStub final : public Transport {
+class GoodbyeStub final : public test::NoDataTransport {
  public:
   GoodbyeStub(int rank, int size, std::vector<int> left)
-      : rank_(rank), size_(size), left_(std::move(left)) {}
-  std::string_view name() const override { return "stub"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  bool can_connect(int) const override { return true; }
-  RequestPtr isend(int, uint32_t, const CallSignature&, std::span<const std::byte>) override {
-    throw InvariantError("the stub moves no data");
-  }
-  RequestPtr irecv(int, uint32_t, const CallSignature&, std::span<std::byte>) override {
-    throw InvariantError("the stub moves no data");
-  }
+      : NoDataTransport(rank, size), left_(std::move(left)) {}
   void check_peer(int peer, uint32_t, const CallSignature&) override {
     if (std::find(left_.begin(), left_.end(), peer) == left_.end()) return;
     // As a progress thread that reads the peer's last message and then its
@@ -109,13 +100,10 @@ class GoodbyeStub final : public Transport {
     if (completes_on_check) completes_on_check->completion().complete();
     throw IoError(CHORUS_ERR_PEER_FAILURE, fmt::format("rank {} left ({})", peer, name()));
   }
-  void close() override {}
-  void fail(chorus_result_t, const std::string&, const Spared&) override {}
 
   Request* completes_on_check = nullptr;
 
  private:
-  int rank_, size_;
   std::vector<int> left_;
 };
 
