@@ -112,10 +112,10 @@ double rabenseifner_estimate(const CostModel& m, const Team& team, std::size_t b
   // The round at distance 2^k moves B 2^k / p each way, twice (halving, then
   // doubling); the short distances may stay inside the hosts.
   const Placement& where = team.placement;
-  double us = 2 * extra * (m.alpha(where) + b * m.exchange_per_byte(where)) +
-              (share + extra) * b * m.reduce_us_per_byte;
+  const CostModel core = m.with_running_share(static_cast<double>(p) / n);
+  double us = m.fold_in_and_out(where, n, p, b) + (share + extra) * b * m.reduce_us_per_byte;
   for (int k = 0; k < rounds; ++k)
-    us += 2 * m.exchange_round(where, k, b * static_cast<double>(1 << k) / p);
+    us += 2 * core.exchange_round(where, k, b * static_cast<double>(1 << k) / p);
   return us;
 }
 

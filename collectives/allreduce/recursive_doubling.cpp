@@ -89,9 +89,10 @@ double recursive_doubling_estimate(const CostModel& m, const Team& team, std::si
   const int rounds = patterns::rd_rounds(n);
   const double extra = p == n ? 0 : 1, b = static_cast<double>(bytes);
   const Placement& where = team.placement;
-  double us = 2 * extra * (m.alpha(where) + b * m.exchange_per_byte(where)) +
-              (rounds + extra) * b * m.reduce_us_per_byte;
-  for (int k = 0; k < rounds; ++k) us += m.exchange_round(where, k, b);
+  // While the core ranks exchange, the extra ones wait asleep.
+  const CostModel core = m.with_running_share(static_cast<double>(p) / n);
+  double us = m.fold_in_and_out(where, n, p, b) + (rounds + extra) * b * m.reduce_us_per_byte;
+  for (int k = 0; k < rounds; ++k) us += core.exchange_round(where, k, b);
   return us;
 }
 

@@ -1,17 +1,42 @@
 #include "collectives/tuner/cost_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace chorus {
 
-CostModel CostModel::defaults(int ranks_on_host, int cores) {
-  CostModel m;
-  if (cores > 0 && ranks_on_host > cores) {
-    const double crowding = static_cast<double>(ranks_on_host) / cores;
+namespace {
+
+// Step latencies for `running` ranks on a host of `cores`: each step waits
+// for a rank that had to be scheduled when they outnumber the cores.
+void set_step_latencies(CostModel& m, int running, int cores) {
+  if (cores > 0 && running > cores) {
+    const double crowding = static_cast<double>(running) / cores;
     m.alpha_us = 20.0 * crowding;
     m.shm_alpha_us = 2.0 * crowding;
-    m.oversubscribed = true;
+  } else {
+    m.alpha_us = CostModel::kAlphaUs;
+    m.shm_alpha_us = CostModel::kShmAlphaUs;
   }
+}
+
+}  // namespace
+
+CostModel CostModel::defaults(int ranks_on_host, int cores) {
+  CostModel m;
+  m.ranks_on_host = ranks_on_host;
+  m.cores = cores;
+  set_step_latencies(m, ranks_on_host, cores);
+  m.oversubscribed = cores > 0 && ranks_on_host > cores;
+  return m;
+}
+
+CostModel CostModel::with_running_share(double share) const {
+  CostModel m = *this;
+  // Only the crowd's own latencies change: measured or configured ones stay.
+  if (!oversubscribed) return m;
+  const int running = std::max(1, static_cast<int>(std::lround(share * ranks_on_host)));
+  set_step_latencies(m, running, cores);
   return m;
 }
 

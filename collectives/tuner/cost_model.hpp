@@ -27,17 +27,26 @@ struct Placement {
 };
 
 struct CostModel {
-  double alpha_us = 10;                // per point-to-point message step
+  static constexpr double kAlphaUs = 10, kShmAlphaUs = 0.3;
+  double alpha_us = kAlphaUs;          // per point-to-point message step
   double us_per_byte = 0.0004;         // 1/beta: ~2.5 GB/s
   double reduce_us_per_byte = 0.0002;  // gamma: ~5 GB/s
-  double shm_alpha_us = 0.3;           // per synchronisation through shared memory
+  double shm_alpha_us = kShmAlphaUs;   // per synchronisation through shared memory
   double shm_us_per_byte = 0.0001;     // a byte copied through the segment: ~10 GB/s
   // Between hosts (CHORUS_NET_ALPHA_US, CHORUS_NET_GBPS): a host's link is
   // shared by every message that leaves the host at once.
   double net_alpha_us = 30;
-  double net_us_per_byte = 0.0008;  // 10 Gbit/s
-  bool oversubscribed = false;      // more ranks on this host than cores
+  double net_us_per_byte = 0.0008;   // 10 Gbit/s
+  bool oversubscribed = false;       // more ranks on this host than cores
+  int ranks_on_host = 1, cores = 0;  // what defaults() was given (cores 0: unknown)
   static CostModel defaults(int ranks_on_host, int cores);
+  // The model for a step in which only `share` of the ranks run while the
+  // others wait asleep (the fold of recursive doubling on 3 ranks: 2 of them):
+  // fewer ranks compete for the cores, so where ranks outnumber cores such a
+  // step does not pay the crowd's wake-ups. Measured over loopback TCP, 3
+  // ranks on 2 cores: a step of recursive doubling (2 ranks at a time) took
+  // 4.5 us, one of the ring (all 3 at once) 10-11 us.
+  CostModel with_running_share(double share) const;
   // The link between hosts: latency per message step, and rate in Gbit/s.
   void set_network(double alpha_us, double gbps) {
     net_alpha_us = alpha_us;
@@ -75,6 +84,14 @@ struct CostModel {
                                   (n - across) * (alpha_us + chunk * us_per_byte)) +
                          reduce_us;
     return std::max(chain, steps * chunk * ring_per_byte(p));
+  }
+  // Folding a team of n ranks onto the largest power of two p <= n and back
+  // (recursive doubling, Rabenseifner): the n - p extra ranks each send
+  // `bytes` to a partner and get `bytes` back, 2 (n - p) ranks running.
+  double fold_in_and_out(const Placement& p, int n, int pow2, double bytes) const {
+    if (n == pow2) return 0;
+    const CostModel fold = with_running_share(2.0 * (n - pow2) / n);
+    return 2 * (fold.alpha(p) + bytes * fold.exchange_per_byte(p));
   }
   // One round of pairwise exchange at distance 2^k moving `bytes` each way:
   // inside the hosts for the first p.local_rounds distances.

@@ -98,6 +98,33 @@ TEST_CASE(
   CHECK_THAT(s.why(), Catch::Contains("CHORUS_ALGO chose ring"));
 }
 
+TEST_CASE("cost model: a step that leaves ranks asleep does not pay the crowd's wake-ups",
+          "[tuner]") {
+  // 3 ranks on 2 cores: the fold of recursive doubling and its exchange run
+  // 2 ranks at a time, the ring's steps all 3 (measured over loopback TCP:
+  // 4.5 us against 10-11 us a step).
+  const CostModel crowded = CostModel::defaults(3, 2);
+  CHECK(crowded.alpha_us == Approx(30));
+  CHECK(crowded.with_running_share(2.0 / 3).alpha_us == Approx(CostModel::kAlphaUs));
+  CHECK(crowded.with_running_share(2.0 / 3).shm_alpha_us == Approx(CostModel::kShmAlphaUs));
+  CHECK(crowded.with_running_share(1).alpha_us == Approx(30));
+  // 8 on 2 cores, half of them running: still crowded, less so.
+  CHECK(CostModel::defaults(8, 2).with_running_share(0.5).alpha_us == Approx(40));
+  // A model that is not crowded keeps its latencies (measured ones too).
+  CostModel measured = CostModel::defaults(2, 2);
+  measured.alpha_us = 3;
+  CHECK(measured.with_running_share(0.5).alpha_us == Approx(3));
+  // So 3 ranks on 2 cores take recursive doubling for 64 KiB (measured:
+  // 46-53 us against the ring's 68-80 us); 4 ranks, all running in every
+  // step of both, keep their crossover; the largest sizes stay on the ring.
+  const AlgoOverride none;
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(3), none, crowded) ==
+        "recursive_doubling");
+  CHECK(chosen(CollectiveKind::allreduce, 4 << 20, plan_team(3), none, crowded) == "ring");
+  CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(4), none,
+               CostModel::defaults(4, 2)) == "recursive_doubling");
+}
+
 TEST_CASE("cost model: the trees win where their few steps count", "[tuner]") {
   const AlgoOverride none;
   const CostModel m = CostModel::defaults(1, 2);
