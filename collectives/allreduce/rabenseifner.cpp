@@ -107,13 +107,12 @@ double rabenseifner_estimate(const CostModel& m, const Team& team, std::size_t b
   if (n == 1) return 0;
   const int p = patterns::pow2_floor(n);
   const int rounds = patterns::rd_rounds(n);
-  const double extra = p == n ? 0 : 1, b = static_cast<double>(bytes),
-               share = static_cast<double>(p - 1) / p;
+  const double b = static_cast<double>(bytes), share = static_cast<double>(p - 1) / p;
   // The round at distance 2^k moves B 2^k / p each way, twice (halving, then
   // doubling); the short distances may stay inside the hosts.
   const Placement& where = team.placement;
   const CostModel core = m.with_running_share(static_cast<double>(p) / n);
-  double us = m.fold_in_and_out(where, n, p, b) + (share + extra) * b * m.reduce_us_per_byte;
+  double us = m.fold_in_and_out(where, n, p, b) + share * b * core.reduce_us_per_byte;
   for (int k = 0; k < rounds; ++k)
     us += 2 * core.exchange_round(where, k, b * static_cast<double>(1 << k) / p);
   return us;

@@ -87,11 +87,11 @@ double recursive_doubling_estimate(const CostModel& m, const Team& team, std::si
   if (n == 1) return 0;
   const int p = patterns::pow2_floor(n);
   const int rounds = patterns::rd_rounds(n);
-  const double extra = p == n ? 0 : 1, b = static_cast<double>(bytes);
+  const double b = static_cast<double>(bytes);
   const Placement& where = team.placement;
   // While the core ranks exchange, the extra ones wait asleep.
   const CostModel core = m.with_running_share(static_cast<double>(p) / n);
-  double us = m.fold_in_and_out(where, n, p, b) + (rounds + extra) * b * m.reduce_us_per_byte;
+  double us = m.fold_in_and_out(where, n, p, b) + rounds * b * core.reduce_us_per_byte;
   for (int k = 0; k < rounds; ++k) us += core.exchange_round(where, k, b);
   return us;
 }

@@ -7,17 +7,15 @@ namespace chorus {
 
 namespace {
 
-// Step latencies for `running` ranks on a host of `cores`: each step waits
-// for a rank that had to be scheduled when they outnumber the cores.
-void set_step_latencies(CostModel& m, int running, int cores) {
-  if (cores > 0 && running > cores) {
-    const double crowding = static_cast<double>(running) / cores;
-    m.alpha_us = 20.0 * crowding;
-    m.shm_alpha_us = 2.0 * crowding;
-  } else {
-    m.alpha_us = CostModel::kAlphaUs;
-    m.shm_alpha_us = CostModel::kShmAlphaUs;
-  }
+double crowding(int running, int cores) {
+  return cores > 0 && running > cores ? static_cast<double>(running) / cores : 1.0;
+}
+
+// Each step waits for a rank that had to be scheduled when ranks outnumber
+// the cores.
+void set_step_latencies(CostModel& m, double crowd) {
+  m.alpha_us = crowd > 1 ? 20.0 * crowd : CostModel::kAlphaUs;
+  m.shm_alpha_us = crowd > 1 ? 2.0 * crowd : CostModel::kShmAlphaUs;
 }
 
 }  // namespace
@@ -26,17 +24,23 @@ CostModel CostModel::defaults(int ranks_on_host, int cores) {
   CostModel m;
   m.ranks_on_host = ranks_on_host;
   m.cores = cores;
-  set_step_latencies(m, ranks_on_host, cores);
+  set_step_latencies(m, crowding(ranks_on_host, cores));
   m.oversubscribed = cores > 0 && ranks_on_host > cores;
   return m;
 }
 
 CostModel CostModel::with_running_share(double share) const {
   CostModel m = *this;
-  // Only the crowd's own latencies change: measured or configured ones stay.
+  // Only the crowd's own costs change: measured or configured ones stay.
   if (!oversubscribed) return m;
   const int running = std::max(1, static_cast<int>(std::lround(share * ranks_on_host)));
-  set_step_latencies(m, running, cores);
+  const double crowd = crowding(running, cores);
+  set_step_latencies(m, crowd);
+  // The rates were taken with every rank running (the ring of 3 ranks on 2
+  // cores moves its bytes at them); fewer ranks get more of a core each.
+  const double faster = crowd / crowding(ranks_on_host, cores);
+  m.us_per_byte *= faster;
+  m.reduce_us_per_byte *= faster;
   return m;
 }
 

@@ -27,12 +27,13 @@ struct Placement {
 };
 
 struct CostModel {
-  static constexpr double kAlphaUs = 10, kShmAlphaUs = 0.3;
-  double alpha_us = kAlphaUs;          // per point-to-point message step
-  double us_per_byte = 0.0004;         // 1/beta: ~2.5 GB/s
-  double reduce_us_per_byte = 0.0002;  // gamma: ~5 GB/s
-  double shm_alpha_us = kShmAlphaUs;   // per synchronisation through shared memory
-  double shm_us_per_byte = 0.0001;     // a byte copied through the segment: ~10 GB/s
+  static constexpr double kAlphaUs = 10, kShmAlphaUs = 0.3, kUsPerByte = 0.0004,
+                          kReduceUsPerByte = 0.0002;
+  double alpha_us = kAlphaUs;                    // per point-to-point message step
+  double us_per_byte = kUsPerByte;               // 1/beta: ~2.5 GB/s
+  double reduce_us_per_byte = kReduceUsPerByte;  // gamma: ~5 GB/s
+  double shm_alpha_us = kShmAlphaUs;             // per synchronisation through shared memory
+  double shm_us_per_byte = 0.0001;               // a byte copied through the segment: ~10 GB/s
   // Between hosts (CHORUS_NET_ALPHA_US, CHORUS_NET_GBPS): a host's link is
   // shared by every message that leaves the host at once.
   double net_alpha_us = 30;
@@ -43,9 +44,11 @@ struct CostModel {
   // The model for a step in which only `share` of the ranks run while the
   // others wait asleep (the fold of recursive doubling on 3 ranks: 2 of them):
   // fewer ranks compete for the cores, so where ranks outnumber cores such a
-  // step does not pay the crowd's wake-ups. Measured over loopback TCP, 3
-  // ranks on 2 cores: a step of recursive doubling (2 ranks at a time) took
-  // 4.5 us, one of the ring (all 3 at once) 10-11 us.
+  // step pays less of the crowd's wake-ups, and its copies and reductions get
+  // more of a core. Measured over loopback TCP, 3 ranks on 2 cores: a step of
+  // recursive doubling (2 ranks at a time) took 4.5 us, one of the ring (all
+  // 3 at once) 10-11 us; at 1 MiB recursive doubling's three whole-buffer
+  // transfers took 700 us, the ring's four thirds 610 us.
   CostModel with_running_share(double share) const;
   // The link between hosts: latency per message step, and rate in Gbit/s.
   void set_network(double alpha_us, double gbps) {
@@ -87,11 +90,13 @@ struct CostModel {
   }
   // Folding a team of n ranks onto the largest power of two p <= n and back
   // (recursive doubling, Rabenseifner): the n - p extra ranks each send
-  // `bytes` to a partner and get `bytes` back, 2 (n - p) ranks running.
+  // `bytes` to a partner, which reduces them in, and get `bytes` back;
+  // 2 (n - p) ranks running.
   double fold_in_and_out(const Placement& p, int n, int pow2, double bytes) const {
     if (n == pow2) return 0;
     const CostModel fold = with_running_share(2.0 * (n - pow2) / n);
-    return 2 * (fold.alpha(p) + bytes * fold.exchange_per_byte(p));
+    return 2 * (fold.alpha(p) + bytes * fold.exchange_per_byte(p)) +
+           bytes * fold.reduce_us_per_byte;
   }
   // One round of pairwise exchange at distance 2^k moving `bytes` each way:
   // inside the hosts for the first p.local_rounds distances.

@@ -108,18 +108,25 @@ TEST_CASE("cost model: a step that leaves ranks asleep does not pay the crowd's 
   CHECK(crowded.with_running_share(2.0 / 3).alpha_us == Approx(CostModel::kAlphaUs));
   CHECK(crowded.with_running_share(2.0 / 3).shm_alpha_us == Approx(CostModel::kShmAlphaUs));
   CHECK(crowded.with_running_share(1).alpha_us == Approx(30));
+  // Its rates were those of every rank running: 2 of 3 get 1.5x as much core.
+  CHECK(crowded.with_running_share(2.0 / 3).us_per_byte == Approx(CostModel::kUsPerByte / 1.5));
+  CHECK(crowded.with_running_share(2.0 / 3).reduce_us_per_byte ==
+        Approx(CostModel::kReduceUsPerByte / 1.5));
+  CHECK(crowded.with_running_share(1).us_per_byte == Approx(CostModel::kUsPerByte));
   // 8 on 2 cores, half of them running: still crowded, less so.
   CHECK(CostModel::defaults(8, 2).with_running_share(0.5).alpha_us == Approx(40));
   // A model that is not crowded keeps its latencies (measured ones too).
   CostModel measured = CostModel::defaults(2, 2);
   measured.alpha_us = 3;
   CHECK(measured.with_running_share(0.5).alpha_us == Approx(3));
-  // So 3 ranks on 2 cores take recursive doubling for 64 KiB (measured:
-  // 46-53 us against the ring's 68-80 us); 4 ranks, all running in every
-  // step of both, keep their crossover; the largest sizes stay on the ring.
+  // So 3 ranks on 2 cores take recursive doubling for 64 and 128 KiB
+  // (measured: 46-47 us against the ring's 71-77 us, 71-75 against 106-110);
+  // 4 ranks, all running in every step of both, keep their crossover; the
+  // largest sizes stay on the ring.
   const AlgoOverride none;
-  CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(3), none, crowded) ==
-        "recursive_doubling");
+  for (std::size_t bytes : {std::size_t{64} << 10, std::size_t{128} << 10})
+    CHECK(chosen(CollectiveKind::allreduce, bytes, plan_team(3), none, crowded) ==
+          "recursive_doubling");
   CHECK(chosen(CollectiveKind::allreduce, 4 << 20, plan_team(3), none, crowded) == "ring");
   CHECK(chosen(CollectiveKind::allreduce, 64 << 10, plan_team(4), none,
                CostModel::defaults(4, 2)) == "recursive_doubling");
