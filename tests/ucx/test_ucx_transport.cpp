@@ -521,6 +521,31 @@ TEST_CASE("ucx: a failed endpoint is handed to the control channel, not taken fo
     world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
     close_world(world);
   }
+  SECTION("a send that UCX ends with the endpoint's error before it reports the endpoint") {
+    auto world = make_world(server, 2, "lost-send/", [](UcxOptions& o) {
+      o.control_settles_lost_peers = true;
+      o.close_timeout_s = 2;
+    });
+    auto& rank0 = *world[0];
+    rank0.simulate_send_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
+    auto send = rank0.isend(1, tag, sig_of(4, 16), part);
+    std::vector<std::pair<int, std::string>> lost;
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    while (lost.empty() && !deadline.expired()) {
+      rank0.poll();
+      lost = rank0.take_lost_connections();
+    }
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0].first == 1);
+    CHECK_THAT(lost[0].second, Catch::Contains("Endpoint timeout") &&
+                                   Catch::Contains("on a send between rank 0 and rank 1"));
+    CHECK_FALSE(send->done());  // not failed on a guess: it waits for the verdict
+    rank0.fail(CHORUS_ERR_PEER_FAILURE, "the connection between rank 0 and rank 1 ended (test)",
+               Spared{{{3, 3}}});
+    CHECK(error_code(rank0, send) == CHORUS_ERR_PEER_FAILURE);
+    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
+    close_world(world);
+  }
   SECTION("alone: a death") {
     auto world = make_world(server, 2, "dead-ep/", [](UcxOptions& o) { o.close_timeout_s = 2; });
     auto& rank0 = *world[0];

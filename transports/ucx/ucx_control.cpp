@@ -64,6 +64,14 @@ void UcxTransport::simulate_endpoint_error(int peer, ucs_status_t status) {
   ep_errors_.emplace_back(peer, status);
 }
 
+void UcxTransport::simulate_send_error(int peer, ucs_status_t status) {
+  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
+               "rank {}: no endpoint to peer {} (world size {})", options_.rank, peer,
+               options_.size);
+  std::lock_guard lock(mu_);
+  send_error_for_test_.emplace(peer, status);
+}
+
 void UcxTransport::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* p = static_cast<Peer*>(arg);
   std::lock_guard lock(p->self->ep_errors_mu_);
@@ -130,7 +138,7 @@ void UcxTransport::peer_died_locked(int peer, std::string why) {
 void UcxTransport::lose_connection_locked(int peer, const std::string& why) {
   Peer& p = peers_[peer];
   if (!p.broken.empty()) return;
-  if (!options_.control_settles_lost_peers || closing_ || p.gone || p.failure || p.said_goodbye) {
+  if (!control_settles_locked(p)) {
     peer_died_locked(peer, why);
     return;
   }

@@ -136,7 +136,10 @@ RequestPtr UcxTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
 
 void UcxTransport::track_send(const OpPtr& op, ucs_status_ptr_t request, Part part) {
   ++op->sends_left;
-  if (request == nullptr)
+  if (request == nullptr && send_error_for_test_ && send_error_for_test_->first == op->peer()) {
+    events_.push_back({op.get(), part, nullptr, send_error_for_test_->second, 0, 0, op->peer()});
+    send_error_for_test_.reset();
+  } else if (request == nullptr)
     events_.push_back({op.get(), part, nullptr, UCS_OK, 0, 0, op->peer()});
   else if (UCS_PTR_IS_ERR(request))
     events_.push_back({op.get(), part, nullptr, UCS_PTR_STATUS(request), 0, 0, op->peer()});
@@ -329,10 +332,14 @@ void UcxTransport::handle_event(const Event& e) {
     int peer = tag_rank(e.sender_tag);
     if (e.status == UCS_OK) {
       handle_control(peer, control_msg_, e.length);
-    } else if (e.status != UCS_ERR_CANCELED) {
-      if (peer >= 0 && peer < options_.size && peer != options_.rank)
-        peer_failed_locked(peer, fmt::format("its control message to rank {} failed: {}",
-                                             options_.rank, ucs_status_string(e.status)));
+    } else if (e.status != UCS_ERR_CANCELED && peer >= 0 && peer < options_.size &&
+               peer != options_.rank) {
+      std::string why = fmt::format("its control message to rank {} failed: {}", options_.rank,
+                                    ucs_status_string(e.status));
+      if (ends_with_endpoint(e.status) && control_settles_locked(peers_[peer]))
+        lose_connection_locked(peer, why);
+      else
+        peer_failed_locked(peer, why);
     }
     if (!tearing_down_ && e.status != UCS_ERR_CANCELED) post_control_recv_locked();
     return;
@@ -340,6 +347,14 @@ void UcxTransport::handle_event(const Event& e) {
   Op* op = e.op;
   (e.part == Part::lead ? op->lead : op->bulk) = nullptr;
   if (e.request) ucp_request_free(e.request);
+  // UCX may end a request with its endpoint's error before it reports the
+  // endpoint (a send that timed out): the endpoint failed all the same.
+  if (ends_with_endpoint(e.status) && (op->is_send() || e.part == Part::bulk) &&
+      control_settles_locked(peers_[op->peer()]))
+    lose_connection_locked(
+        op->peer(), fmt::format("UCX reports '{}' on a {} between rank {} and rank {}",
+                                ucs_status_string(e.status), op->is_send() ? "send" : "receive",
+                                options_.rank, op->peer()));
   if (op->is_send()) {
     Peer& p = peers_[op->peer()];
     if (e.status != UCS_OK && !op->done() && awaits_verdict_locked(p)) {

@@ -57,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -139,6 +140,9 @@ class UcxTransport final : public Transport {
   // As UCX reporting `status` on the endpoint to `peer` (its error callback):
   // for tests, which cannot make a live peer's connection fail on demand.
   void simulate_endpoint_error(int peer, ucs_status_t status);
+  // As UCX ending the next send to `peer` that completes at once with
+  // `status`, before any report on its endpoint (for tests, likewise).
+  void simulate_send_error(int peer, ucs_status_t status);
 
  private:
   enum class Part : uint8_t { lead, bulk, control, ep_error };
@@ -205,6 +209,11 @@ class UcxTransport final : public Transport {
   void progress_loop();
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
+  // A status with which UCX ends a request because the endpoint to its peer
+  // failed (timed out, reset, unreachable), not because of the request.
+  static bool ends_with_endpoint(ucs_status_t s) {
+    return s != UCS_OK && s != UCS_ERR_CANCELED && s != UCS_ERR_MESSAGE_TRUNCATED;
+  }
   // ucx_transport.cpp, ucx_control.cpp (the *_locked ones and callbacks: mu_ held)
   static void on_send_lead(void* request, ucs_status_t status, void* user_data);
   static void on_send_bulk(void* request, ucs_status_t status, void* user_data);
@@ -240,6 +249,12 @@ class UcxTransport final : public Transport {
   // control channel, closes the endpoint and hands the peer over
   // (take_lost_connections); else a death (peer_died_locked).
   void lose_connection_locked(int peer, const std::string& why);
+  // Whether the control channel settles a failed endpoint to `p` (else it is
+  // a death, or no question: the peer left, failed, or this rank closes).
+  bool control_settles_locked(const Peer& p) const {
+    return options_.control_settles_lost_peers && !closing_ && !p.gone && !p.failure &&
+           !p.said_goodbye;
+  }
   // Whether a request with `p` that UCX ended in error waits for the control
   // channel's verdict (stranded) instead of failing here: its endpoint
   // failed, and nothing has settled its fate yet.
@@ -293,6 +308,7 @@ class UcxTransport final : public Transport {
   std::vector<Event> events_;
   std::mutex ep_errors_mu_;  // endpoint errors, in case UCX reports one from its own thread
   std::vector<std::pair<int, ucs_status_t>> ep_errors_;
+  std::optional<std::pair<int, ucs_status_t>> send_error_for_test_;  // mu_
   std::vector<void*> closing_eps_;  // ucp_ep_close_nbx requests in flight
   std::vector<OpPtr> notices_;      // abort notices still going out
   ControlMessage control_msg_{};    // where the posted control receive lands
