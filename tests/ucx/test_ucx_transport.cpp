@@ -477,6 +477,17 @@ TEST_CASE("ucx: a rank that dies spares the calls in progress here: what it sent
   rank0.reset();
 }
 
+// What `rank` hands to its control channel, polling it for up to 10 s.
+std::vector<std::pair<int, std::string>> wait_for_lost_connections(UcxTransport& rank) {
+  std::vector<std::pair<int, std::string>> lost;
+  const auto deadline = Deadline::after(std::chrono::seconds(10));
+  while (lost.empty() && !deadline.expired()) {
+    rank.poll();
+    lost = rank.take_lost_connections();
+  }
+  return lost;
+}
+
 // Under a control channel (RoutedTransport), a failed endpoint is not a
 // death: the peer may be alive behind a connection the network dropped. UCX
 // hands the peer to the control channel and keeps its requests pending until
@@ -494,12 +505,7 @@ TEST_CASE("ucx: a failed endpoint is handed to the control channel, not taken fo
     auto& rank0 = *world[0];
     auto recv = rank0.irecv(1, tag, sig_of(4, 16), got);
     rank0.simulate_endpoint_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
-    std::vector<std::pair<int, std::string>> lost;
-    const auto deadline = Deadline::after(std::chrono::seconds(10));
-    while (lost.empty() && !deadline.expired()) {
-      rank0.poll();
-      lost = rank0.take_lost_connections();
-    }
+    const auto lost = wait_for_lost_connections(rank0);
     REQUIRE(lost.size() == 1);
     CHECK(lost[0].first == 1);
     CHECK_THAT(lost[0].second,
@@ -529,12 +535,7 @@ TEST_CASE("ucx: a failed endpoint is handed to the control channel, not taken fo
     auto& rank0 = *world[0];
     rank0.simulate_send_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
     auto send = rank0.isend(1, tag, sig_of(4, 16), part);
-    std::vector<std::pair<int, std::string>> lost;
-    const auto deadline = Deadline::after(std::chrono::seconds(10));
-    while (lost.empty() && !deadline.expired()) {
-      rank0.poll();
-      lost = rank0.take_lost_connections();
-    }
+    const auto lost = wait_for_lost_connections(rank0);
     REQUIRE(lost.size() == 1);
     CHECK(lost[0].first == 1);
     CHECK_THAT(lost[0].second, Catch::Contains("Endpoint timeout") &&

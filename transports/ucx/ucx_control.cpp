@@ -56,18 +56,20 @@ void UcxTransport::handle_control(int peer, const ControlMessage& msg, std::size
   }
 }
 
-void UcxTransport::simulate_endpoint_error(int peer, ucs_status_t status) {
+void UcxTransport::check_endpoint_peer(int peer) const {
   CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
                "rank {}: no endpoint to peer {} (world size {})", options_.rank, peer,
                options_.size);
+}
+
+void UcxTransport::simulate_endpoint_error(int peer, ucs_status_t status) {
+  check_endpoint_peer(peer);
   std::lock_guard lock(ep_errors_mu_);
   ep_errors_.emplace_back(peer, status);
 }
 
 void UcxTransport::simulate_send_error(int peer, ucs_status_t status) {
-  CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
-               "rank {}: no endpoint to peer {} (world size {})", options_.rank, peer,
-               options_.size);
+  check_endpoint_peer(peer);
   std::lock_guard lock(mu_);
   send_error_for_test_.emplace(peer, status);
 }

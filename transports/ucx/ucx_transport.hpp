@@ -145,6 +145,8 @@ class UcxTransport final : public Transport {
   void simulate_send_error(int peer, ucs_status_t status);
 
  private:
+  // A peer this rank has an endpoint to (the test hooks' argument).
+  void check_endpoint_peer(int peer) const;
   enum class Part : uint8_t { lead, bulk, control, ep_error };
   // One send or receive in flight; owned by its Peer while UCX may touch it.
   struct Op : Request {
