@@ -11,11 +11,13 @@ double crowding(int running, int cores) {
   return cores > 0 && running > cores ? static_cast<double>(running) / cores : 1.0;
 }
 
-// Each step waits for a rank that had to be scheduled when ranks outnumber
-// the cores.
-void set_step_latencies(CostModel& m, double crowd) {
-  m.alpha_us = crowd > 1 ? 20.0 * crowd : CostModel::kAlphaUs;
-  m.shm_alpha_us = crowd > 1 ? 2.0 * crowd : CostModel::kShmAlphaUs;
+// A step's latency with `crowd` ranks per core: when ranks outnumber the
+// cores each step waits for a rank that had to be scheduled.
+double alpha_for(double crowd) {
+  return crowd > 1 ? 20.0 * crowd : CostModel::kAlphaUs;
+}
+double shm_alpha_for(double crowd) {
+  return crowd > 1 ? 2.0 * crowd : CostModel::kShmAlphaUs;
 }
 
 }  // namespace
@@ -24,23 +26,26 @@ CostModel CostModel::defaults(int ranks_on_host, int cores) {
   CostModel m;
   m.ranks_on_host = ranks_on_host;
   m.cores = cores;
-  set_step_latencies(m, crowding(ranks_on_host, cores));
+  const double crowd = crowding(ranks_on_host, cores);
+  m.alpha_us = alpha_for(crowd);
+  m.shm_alpha_us = shm_alpha_for(crowd);
   m.oversubscribed = cores > 0 && ranks_on_host > cores;
   return m;
 }
 
 CostModel CostModel::with_running_share(double share) const {
   CostModel m = *this;
-  // Only the crowd's own costs change: measured or configured ones stay.
   if (!oversubscribed) return m;
   const int running = std::max(1, static_cast<int>(std::lround(share * ranks_on_host)));
-  const double crowd = crowding(running, cores);
-  set_step_latencies(m, crowd);
-  // The rates were taken with every rank running (the ring of 3 ranks on 2
-  // cores moves its bytes at them); fewer ranks get more of a core each.
-  const double faster = crowd / crowding(ranks_on_host, cores);
-  m.us_per_byte *= faster;
-  m.reduce_us_per_byte *= faster;
+  const double all = crowding(ranks_on_host, cores), some = crowding(running, cores);
+  // Scaled, not replaced, so that measured or configured costs (chorus-sim's
+  // links) keep their proportions. The rates are those of every rank
+  // running (the ring of 3 ranks on 2 cores moves its bytes at them); fewer
+  // ranks get more of a core each.
+  m.alpha_us *= alpha_for(some) / alpha_for(all);
+  m.shm_alpha_us *= shm_alpha_for(some) / shm_alpha_for(all);
+  m.us_per_byte *= some / all;
+  m.reduce_us_per_byte *= some / all;
   return m;
 }
 

@@ -115,6 +115,12 @@ TEST_CASE("cost model: a step that leaves ranks asleep does not pay the crowd's 
   CHECK(crowded.with_running_share(1).us_per_byte == Approx(CostModel::kUsPerByte));
   // 8 on 2 cores, half of them running: still crowded, less so.
   CHECK(CostModel::defaults(8, 2).with_running_share(0.5).alpha_us == Approx(40));
+  // Configured costs (chorus-sim's links) are scaled, not replaced.
+  CostModel configured = CostModel::defaults(3, 2);
+  configured.alpha_us = 6;
+  configured.us_per_byte = 0.0003;
+  CHECK(configured.with_running_share(2.0 / 3).alpha_us == Approx(2));
+  CHECK(configured.with_running_share(2.0 / 3).us_per_byte == Approx(0.0002));
   // A model that is not crowded keeps its latencies (measured ones too).
   CostModel measured = CostModel::defaults(2, 2);
   measured.alpha_us = 3;
