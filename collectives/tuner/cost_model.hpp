@@ -91,11 +91,22 @@ struct CostModel {
   // Folding a team of n ranks onto the largest power of two p <= n and back
   // (recursive doubling, Rabenseifner): the n - p extra ranks each send
   // `bytes` to a partner, which reduces them in, and get `bytes` back;
-  // 2 (n - p) ranks running.
+  // 2 (n - p) ranks running. A transfer goes one way, where a step's
+  // per-byte cost is that of every rank sending and receiving at once: on
+  // one host, where the CPUs copy the bytes, half the copying per rank. It
+  // is charged so only where no rank of the algorithm waits for a core (the
+  // p core ranks and the 2 (n - p) of the fold each fit on the cores): 3
+  // ranks on 2 cores over loopback TCP, 512 KiB, recursive doubling's fold,
+  // exchange and unfold took 356-456 us, where charging the fold as
+  // exchanges gave 589. With 5 and 6 ranks on 2 cores the old charge
+  // matched the measured choices (docs/benchmarks.md, "Folds on two
+  // cores"); between hosts each direction of a link has its own bandwidth.
   double fold_in_and_out(const Placement& p, int n, int pow2, double bytes) const {
     if (n == pow2) return 0;
     const CostModel fold = with_running_share(2.0 * (n - pow2) / n);
-    return 2 * (fold.alpha(p) + bytes * fold.exchange_per_byte(p)) +
+    const bool fits = cores <= 0 || (pow2 <= cores && 2 * (n - pow2) <= cores);
+    const double one_way = !p.spans_hosts() && fits ? 0.5 : 1.0;
+    return 2 * (fold.alpha(p) + bytes * one_way * fold.exchange_per_byte(p)) +
            bytes * fold.reduce_us_per_byte;
   }
   // One round of pairwise exchange at distance 2^k moving `bytes` each way:

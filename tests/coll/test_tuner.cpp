@@ -138,6 +138,37 @@ TEST_CASE("cost model: a step that leaves ranks asleep does not pay the crowd's 
                CostModel::defaults(4, 2)) == "recursive_doubling");
 }
 
+TEST_CASE("cost model: a fold's one-way transfers copy half an exchange's bytes per rank",
+          "[tuner]") {
+  const double bytes = 512 << 10;
+  const Placement one_host, two_hosts{1, 2, 2, 1};
+  // 3 ranks on 2 cores: the fold runs 2 ranks, on a core each.
+  const CostModel crowded = CostModel::defaults(3, 2);
+  const double us_per_byte = CostModel::kUsPerByte / 1.5,
+               reduce = CostModel::kReduceUsPerByte / 1.5;
+  CHECK(crowded.fold_in_and_out(one_host, 3, 2, bytes) ==
+        Approx(2 * (CostModel::kAlphaUs + bytes * 0.5 * us_per_byte) + bytes * reduce));
+  // Between hosts a one-way transfer has the link's bandwidth to itself.
+  const CostModel two_of_three = crowded.with_running_share(2.0 / 3);
+  CHECK(crowded.fold_in_and_out(two_hosts, 3, 2, bytes) ==
+        Approx(2 * (two_of_three.net_alpha_us + bytes * two_of_three.exchange_per_byte(two_hosts)) +
+               bytes * reduce));
+  // 5 ranks on 2 cores: the core's 4 ranks wait for cores; charged as
+  // exchanges (measured: docs/benchmarks.md, "Folds on two cores").
+  const CostModel five = CostModel::defaults(5, 2);
+  const CostModel fold = five.with_running_share(2.0 / 5);
+  CHECK(five.fold_in_and_out(one_host, 5, 4, bytes) ==
+        Approx(2 * (fold.alpha_us + bytes * fold.us_per_byte) + bytes * fold.reduce_us_per_byte));
+  CHECK(five.fold_in_and_out(one_host, 4, 4, bytes) == 0);
+  // So 3 ranks on 2 cores take Rabenseifner at 256 and 512 KiB (measured:
+  // 199-236 and 389-415 us against the ring's 207-276 and 369-474) and the
+  // ring from 2 MiB.
+  const AlgoOverride none;
+  for (std::size_t b : {std::size_t{256} << 10, std::size_t{512} << 10})
+    CHECK(chosen(CollectiveKind::allreduce, b, plan_team(3), none, crowded) == "rabenseifner");
+  CHECK(chosen(CollectiveKind::allreduce, 2 << 20, plan_team(3), none, crowded) == "ring");
+}
+
 TEST_CASE("cost model: the trees win where their few steps count", "[tuner]") {
   const AlgoOverride none;
   const CostModel m = CostModel::defaults(1, 2);
