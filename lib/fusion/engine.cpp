@@ -16,11 +16,6 @@
 namespace chorus::fusion {
 namespace {
 
-using detail::allreduce_call;
-using detail::fusion_log;
-using detail::kMaxListed;
-using detail::seconds;
-
 // The round period of a rank with nothing pending: it still joins the
 // rounds of ranks that have something (their stall and timeout verdicts
 // need it), but does not wake, and take the cores of the peers' compute or

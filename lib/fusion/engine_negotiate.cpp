@@ -14,11 +14,6 @@
 namespace chorus::fusion {
 namespace {
 
-using detail::allreduce_call;
-using detail::fusion_log;
-using detail::kMaxListed;
-using detail::seconds;
-
 std::string rank_names(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }

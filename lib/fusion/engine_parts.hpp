@@ -9,7 +9,7 @@
 #include "collectives/call.hpp"
 #include "lib/fusion/negotiation.hpp"
 
-namespace chorus::fusion::detail {
+namespace chorus::fusion {
 
 inline spdlog::logger& fusion_log() {
   static spdlog::logger& subsystem = logger("fusion");
@@ -34,4 +34,4 @@ inline CollectiveCall allreduce_call(const TensorShape& shape, const void* send,
   return call;
 }
 
-}  // namespace chorus::fusion::detail
+}  // namespace chorus::fusion
