@@ -161,7 +161,7 @@ TEST_CASE("cost model: a fold's one-way transfers copy half an exchange's bytes 
         Approx(2 * (fold.alpha_us + bytes * fold.us_per_byte) + bytes * fold.reduce_us_per_byte));
   CHECK(five.fold_in_and_out(one_host, 4, 4, bytes) == 0);
   // So 3 ranks on 2 cores take Rabenseifner at 256 and 512 KiB (measured:
-  // 199-236 and 389-415 us against the ring's 207-276 and 369-474) and the
+  // 192-236 and 389-420 us against the ring's 207-307 and 369-499) and the
   // ring from 2 MiB.
   const AlgoOverride none;
   for (std::size_t b : {std::size_t{256} << 10, std::size_t{512} << 10})
