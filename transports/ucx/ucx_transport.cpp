@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
 
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
@@ -136,15 +137,15 @@ RequestPtr UcxTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
 
 void UcxTransport::track_send(const OpPtr& op, ucs_status_ptr_t request, Part part) {
   ++op->sends_left;
-  if (request == nullptr && send_error_for_test_ && send_error_for_test_->first == op->peer()) {
-    events_.push_back({op.get(), part, nullptr, send_error_for_test_->second, 0, 0, op->peer()});
-    send_error_for_test_.reset();
-  } else if (request == nullptr)
-    events_.push_back({op.get(), part, nullptr, UCS_OK, 0, 0, op->peer()});
-  else if (UCS_PTR_IS_ERR(request))
-    events_.push_back({op.get(), part, nullptr, UCS_PTR_STATUS(request), 0, 0, op->peer()});
-  else
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) {
     (part == Part::lead ? op->lead : op->bulk) = request;
+    return;
+  }
+  // Ended at once: its event says how.
+  ucs_status_t status = request == nullptr ? UCS_OK : UCS_PTR_STATUS(request);
+  if (request == nullptr && send_error_for_test_ && send_error_for_test_->first == op->peer())
+    status = std::exchange(send_error_for_test_, std::nullopt)->second;
+  events_.push_back({op.get(), part, nullptr, status, 0, 0, op->peer()});
 }
 
 RequestPtr UcxTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
