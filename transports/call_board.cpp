@@ -86,6 +86,21 @@ uint64_t CallBoard::Slot::vouch() {
   return std::max(word >> 1, read().finished.seq);
 }
 
+void CallBoard::Slot::keep(const CallSignature& sig, std::span<const std::byte> result) {
+  std::lock_guard lock(kept_mu_);
+  Kept& k = kept_[sig.seq & 1];
+  k.seq = sig.seq;
+  k.bytes.assign(result.begin(), result.end());  // the capacity stays: no allocation per call
+}
+
+bool CallBoard::Slot::kept(uint64_t seq, std::vector<std::byte>& out) const {
+  std::lock_guard lock(kept_mu_);
+  const Kept& k = kept_[seq & 1];
+  if (seq == 0 || k.seq != seq) return false;
+  out = k.bytes;
+  return true;
+}
+
 CallBoard::Slot& CallBoard::slot(uint32_t tag) {
   std::lock_guard lock(mu_);
   return own_[space_of(tag)];

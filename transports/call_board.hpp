@@ -16,7 +16,8 @@
 // was: "rank 3 is still in allreduce #41 (...)" instead of only "timed out".
 //
 // The board also keeps what this rank vouches for when a live peer loses
-// its connection to it (Slot::part_done / vouch, tcp_probe.cpp).
+// its connection to it (Slot::part_done / vouch, tcp_probe.cpp), and the
+// results a survivor may ask for (Slot::keep, collectives/verdict/recover.hpp).
 //
 // The communicator marks its own calls (enter / leave). Transports that route
 // over others share one board, so the channel that answers reads the
@@ -31,8 +32,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/core/contract.hpp"
 
@@ -74,6 +77,12 @@ class CallBoard {
     // Sealed from then on: no later call's part can be done (part_done), so
     // what it said stays true whichever peer asks, and when.
     uint64_t vouch();
+    // The result of replicated call `sig` (collectives/verdict/recover.hpp),
+    // kept before its part is marked done, for a survivor that failed it.
+    void keep(const CallSignature& sig, std::span<const std::byte> result);
+    // Copies the kept result of call `seq` into `out`; false if it is not
+    // kept (not a replicated call, or not one of the two latest).
+    bool kept(uint64_t seq, std::vector<std::byte>& out) const;
     CallProgress read() const;
 
    private:
@@ -85,6 +94,14 @@ class CallBoard {
     // The last call whose part is done, shifted left by one; bit 0: sealed.
     // One word, so that part_done and vouch (other threads) race safely.
     std::atomic<uint64_t> part_{0};
+    // The two latest kept results, by sequence number's parity: a rank asked
+    // about call k may already be keeping k + 1 (which then fails, sealed).
+    struct Kept {
+      uint64_t seq = 0;
+      std::vector<std::byte> bytes;
+    };
+    mutable std::mutex kept_mu_;  // a leaf, as mu_ below; guards kept_
+    std::array<Kept, 2> kept_;
   };
 
   // The slot of tag's space, made on first use; it lives as long as the board.

@@ -212,6 +212,16 @@ class Transport {
   // The calls the first failure spares (empty when none, or not failed).
   virtual Spared spared() const { return {}; }
 
+  // After this rank failed call `sig` (in tag's space) on a peer failure:
+  // asks every peer still alive whether it finished the call, sealing the
+  // call where it did not, and copies the kept result of one that did into
+  // `result` (collectives/verdict/recover.hpp). Returns that peer's rank, or
+  // -1 when no live peer finished it, or this transport cannot ask.
+  virtual int recover_result(uint32_t tag, const CallSignature& sig, std::span<std::byte> result) {
+    (void)tag, (void)sig, (void)result;
+    return -1;
+  }
+
   // A data transport under a control channel (RoutedTransport) does not
   // settle alone that a peer whose connection failed is dead: the peer may
   // be alive, cut off by the network, and would take this rank for dead in

@@ -14,6 +14,7 @@
 #include "collectives/shm/domain.hpp"
 #include "collectives/tuner/tuning_file.hpp"
 #include "collectives/verdict/agree.hpp"
+#include "collectives/verdict/recover.hpp"
 #include "lib/comm/host_domain.hpp"
 #include "lib/comm/link_probe.hpp"
 
@@ -182,7 +183,8 @@ void Communicator::assign_seq_locked(CallSignature& sig) {
 
 template <typename Body>
 void Communicator::run_blocking(CallSignature sig, const Deadline& deadline,
-                                std::size_t segment_bytes, const Body& body) {
+                                std::size_t segment_bytes, const Body& body,
+                                ReplicatedResult result) {
   // Nothing outstanding: the next number is this call's, and so is the turn.
   uint64_t done = executed_seq_.load();
   uint64_t expected = done + 1;
@@ -197,7 +199,7 @@ void Communicator::run_blocking(CallSignature sig, const Deadline& deadline,
   } else {
     wait_for_turn(sig, deadline);
   }
-  std::exception_ptr error = execute(sig, deadline, segment_bytes, body);
+  std::exception_ptr error = execute(sig, deadline, segment_bytes, body, result);
   finish_turn(sig.seq);
   if (error) std::rethrow_exception(error);
 }
@@ -230,8 +232,9 @@ void Communicator::wait_for_turn(CallSignature& sig, const Deadline& deadline) {
   throw IoError(CHORUS_ERR_TIMEOUT, message);
 }
 
-WorkPtr Communicator::run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body) {
-  auto work = std::make_shared<Work>(sig, segment_bytes, std::move(body));
+WorkPtr Communicator::run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body,
+                                ReplicatedResult result) {
+  auto work = std::make_shared<Work>(sig, segment_bytes, std::move(body), result);
   std::lock_guard lock(mu_);
   assign_seq_locked(work->sig_);
   queue_.push_back(work);
@@ -267,7 +270,7 @@ WorkPtr Communicator::pop_front_locked() {
 void Communicator::run_queued(Work& work) {
   // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
   std::exception_ptr error =
-      execute(work.sig_, default_deadline(), work.segment_bytes_, work.body_);
+      execute(work.sig_, default_deadline(), work.segment_bytes_, work.body_, work.result_);
   work.body_ = nullptr;  // drop captured state now, not when the handle dies
   if (error)
     work.completion().fail(error);
@@ -289,7 +292,8 @@ void Communicator::run_queued_until(const Work& work) {
 
 template <typename Body>
 std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadline& deadline,
-                                         std::size_t segment_bytes, const Body& body) {
+                                         std::size_t segment_bytes, const Body& body,
+                                         ReplicatedResult result) {
   if (aborted_.load(std::memory_order_acquire)) {  // no lock on the common path
     std::string earlier_abort;
     {
@@ -303,12 +307,15 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes, wait_spin());
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
+  bool started = false;  // past the first check: peers may have finished it
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
+    started = true;
     body(ctx);
-    if (config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)))) {
+    const bool round = config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)));
+    if (round) {
       // A peer cut off from this rank may have been told its part was not
       // done (tcp_probe.cpp): then it takes no part in the round.
       if (!board.part_done(sig)) {
@@ -318,10 +325,26 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
                                   rank(), describe(sig)));
       }
       agree_on_verdict(ctx);
+    } else if (result) {
+      // Kept before the part is marked done: a survivor that asks about
+      // this call once it is marked finds the result (recover.hpp).
+      board.keep(sig, *result);
+      if (!board.part_done(sig)) {
+        link_->transport->check_call(world_.tag, sig);
+        throw IoError(CHORUS_ERR_PEER_FAILURE,
+                      fmt::format("peer failure: rank {} was asked by a peer that failed {} "
+                                  "before this rank finished it",
+                                  rank(), describe(sig)));
+      }
     }
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {
+    // No peer finishes a call this rank never started (each needs its part).
+    if (result && started && e.code() == CHORUS_ERR_PEER_FAILURE &&
+        !config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype))) &&
+        recovered_from_survivor(sig, *result, e.what()))
+      return nullptr;
     comm_log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
     board.leave(sig, false);
     fail(e.code(), e.what());
@@ -336,6 +359,18 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     fail(CHORUS_ERR_INTERNAL, message);
     return std::make_exception_ptr(InvariantError(message));
   }
+}
+
+bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
+                                           const std::string& why) {
+  const int from = link_->transport->recover_result(world_.tag, sig, result);
+  if (from < 0) return false;
+  CallBoard::Slot& board = *progress_;
+  board.keep(sig, result);  // for a survivor that asks this rank in turn
+  board.leave(sig, true);
+  comm_log().warn("rank {}: {} failed here ({}), but rank {} had finished it: its result is taken",
+                  rank(), describe(sig), why, world_.index_of(from));
+  return true;
 }
 
 void Communicator::finish_turn(uint64_t seq) {
@@ -450,14 +485,17 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
   if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
     WirePlan plan = plan_wire(call, *wire, size());
     const AlgorithmSpec& algo = choose(plan.inner, plan.shape, plan.sig);
-    run_blocking(plan.sig, deadline, segment_bytes_for(plan.shape.bytes),
-                 [&](CollectiveContext& ctx) { run_wire_allreduce(ctx, algo, call, plan); });
+    run_blocking(
+        plan.sig, deadline, segment_bytes_for(plan.shape.bytes),
+        [&](CollectiveContext& ctx) { run_wire_allreduce(ctx, algo, call, plan); },
+        replicated_result(call, shape));
     return;
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec& algo = choose(call, shape, sig);
-  run_blocking(sig, deadline, segment_bytes_for(shape.bytes),
-               [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); });
+  run_blocking(
+      sig, deadline, segment_bytes_for(shape.bytes),
+      [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, replicated_result(call, shape));
 }
 
 WorkPtr Communicator::submit(const CollectiveCall& call) {
@@ -469,10 +507,12 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
     const std::size_t segment = segment_bytes_for(plan->shape.bytes);
     // Moved, not copied, into the body: the worker, which drops the body
     // after running it, then releases the plan on the thread that read it.
-    return run_async(wire_sig, segment,
-                     [call, plan = std::move(plan), algo](CollectiveContext& ctx) {
-                       run_wire_allreduce(ctx, *algo, call, *plan);
-                     });
+    return run_async(
+        wire_sig, segment,
+        [call, plan = std::move(plan), algo](CollectiveContext& ctx) {
+          run_wire_allreduce(ctx, *algo, call, *plan);
+        },
+        replicated_result(call, shape));
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec* algo = &choose(call, shape, sig);
@@ -486,10 +526,12 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
   // Moved into the body for the same reason as the plan above: a copy kept
   // here would be released on this thread after the worker had run the call
   // (ThreadSanitizer reported the vector's delete racing the worker's reads).
-  return run_async(sig, segment_bytes_for(shape.bytes),
-                   [kept, shape, algo, counts = std::move(counts)](CollectiveContext& ctx) {
-                     algo->run(ctx, kept, shape);
-                   });
+  return run_async(
+      sig, segment_bytes_for(shape.bytes),
+      [kept, shape, algo, counts = std::move(counts)](CollectiveContext& ctx) {
+        algo->run(ctx, kept, shape);
+      },
+      replicated_result(call, shape));
 }
 
 // "rank 3" in a message from the transport is the job's (transport) rank;

@@ -52,12 +52,16 @@
 
 namespace chorus {
 
+// Where a call's result lies when survivors can hand it over
+// (replicated_result); nullopt for other calls.
+using ReplicatedResult = std::optional<std::span<std::byte>>;
+
 // A submitted asynchronous collective. Done when its completion is.
 class Work {
  public:
   using Body = std::function<void(CollectiveContext&)>;
-  Work(CallSignature sig, std::size_t segment_bytes, Body body)
-      : sig_(sig), segment_bytes_(segment_bytes), body_(std::move(body)) {}
+  Work(CallSignature sig, std::size_t segment_bytes, Body body, ReplicatedResult result = {})
+      : sig_(sig), segment_bytes_(segment_bytes), body_(std::move(body)), result_(result) {}
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
   const Completion& completion() const { return completion_; }
@@ -67,6 +71,7 @@ class Work {
   CallSignature sig_;
   std::size_t segment_bytes_;
   Body body_;
+  ReplicatedResult result_;
   Completion completion_;
 };
 using WorkPtr = std::shared_ptr<Work>;
@@ -193,8 +198,9 @@ class Communicator {
   // come, with no Work object: nothing is allocated on the latency path.
   template <typename Body>
   void run_blocking(CallSignature sig, const Deadline& deadline, std::size_t segment_bytes,
-                    const Body& body);
-  WorkPtr run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body);
+                    const Body& body, ReplicatedResult result = {});
+  WorkPtr run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body,
+                    ReplicatedResult result = {});
   void assign_seq_locked(CallSignature& sig);
   // The slow way to a turn: under mu_, behind earlier asynchronous calls;
   // aborts the communicator if the deadline passes first.
@@ -202,8 +208,16 @@ class Communicator {
   // Runs one call whose turn has come; its error, or null. Aborts the
   // communicator on failure.
   template <typename Body>
+  // `result`: where a replicated call's result lies, kept for survivors
+  // and recovered from them (collectives/verdict/recover.hpp).
   std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline,
-                             std::size_t segment_bytes, const Body& body);
+                             std::size_t segment_bytes, const Body& body,
+                             ReplicatedResult result);
+  // After replicated call `sig` failed here on a peer failure (`why`): asks
+  // the live peers whether one finished it, and if so takes its result into
+  // `result` and marks the call finished here (recover.hpp).
+  bool recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
+                               const std::string& why);
   // Advances the turn past `seq` and wakes whoever can use it.
   void finish_turn(uint64_t seq);
   void worker_loop();

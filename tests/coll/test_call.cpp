@@ -7,6 +7,7 @@
 #include "base/core/error.hpp"
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/call.hpp"
+#include "collectives/verdict/recover.hpp"
 
 using namespace chorus;
 
@@ -203,4 +204,30 @@ TEST_CASE("compression on the wire: validation, the configured default, the sign
   CHECK(bf.inner.op == ReduceOp::sum);
   CHECK(bf.shape.elem == 2);
   CHECK(bf.shape.bytes == 32);
+}
+
+TEST_CASE("replicated results: the calls whose result every rank holds, up to the kept size") {
+  std::vector<int32_t> in(1024), out(4 * 1024);
+  auto result = [](const CollectiveCall& c, int size = 4) {
+    return replicated_result(c, validate(c, 0, size));
+  };
+  const auto ar = result(call(CollectiveKind::allreduce, in.data(), out.data(), 1024));
+  REQUIRE(ar);
+  CHECK(ar->data() == reinterpret_cast<std::byte*>(out.data()));
+  CHECK(ar->size() == 4096);
+  const auto ag = result(call(CollectiveKind::allgather, in.data(), out.data(), 1024));
+  REQUIRE(ag);
+  CHECK(ag->size() == 4 * 4096);  // every rank's block
+  CHECK(result(call(CollectiveKind::broadcast, nullptr, out.data(), 16, 1))->size() == 64);
+  const auto barrier = result(call(CollectiveKind::barrier, nullptr, nullptr, 0));
+  REQUIRE(barrier);
+  CHECK(barrier->empty());
+  // Results that differ by rank cannot be handed over.
+  CHECK_FALSE(result(call(CollectiveKind::reduce_scatter, out.data(), in.data(), 1024)));
+  CHECK_FALSE(result(call(CollectiveKind::alltoall, in.data(), out.data(), 256)));
+  CHECK_FALSE(result(call(CollectiveKind::reduce, in.data(), out.data(), 1024, 0)));
+  // Nor a result beyond what is kept.
+  std::vector<int32_t> big(kMaxKeptResult / 4 + 1);
+  CHECK(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size() - 1)));
+  CHECK_FALSE(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size())));
 }

@@ -4,8 +4,8 @@
 // abort frame, its `length` payload bytes (when present) to decode_notice.
 // Checks: validate_frame accepts exactly what the format allows (independent
 // reference: magic, version, known type, the per-type length rule: data up to
-// kMaxFrameLength, goodbye/announce 0, status one StatusPayload, abort up to
-// kMaxAbortReason), looks at the header only, and make_frame rebuilds an
+// kMaxFrameLength, goodbye/announce/ask 0, status one StatusPayload, abort up to
+// kMaxAbortReason, answer up to 1 MiB and only with its finished flag), looks at the header only, and make_frame rebuilds an
 // accepted header byte for byte; abort notices decode as their layout says and
 // encode_notice(decoded) gives back the same bytes (fuzz_check.hpp).
 #include <cstddef>
@@ -29,7 +29,10 @@ bool reference_accepts(const FrameHeader& h) {
       return h.length <= kMaxFrameLength;
     case 2:  // goodbye
     case 4:  // announce
+    case 6:  // ask
       return h.length == 0;
+    case 7:  // answer: a result only when finished (flag bit 0)
+      return (h.flags & 1) ? h.length <= (uint64_t(1) << 20) : h.length == 0;
     case 5:  // status
       return h.length == sizeof(StatusPayload);
     case 3:  // abort

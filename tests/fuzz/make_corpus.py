@@ -38,7 +38,7 @@ def notice(message=b"rank 2 aborted: out of memory", spared=()):
 
 FRAME_MAGIC = 0x53524843  # "CHRS"
 HELLO_MAGIC = 0x48524843  # "CHRH"
-DATA, GOODBYE, ABORT, ANNOUNCE, STATUS = 1, 2, 3, 4, 5
+DATA, GOODBYE, ABORT, ANNOUNCE, STATUS, ASK, ANSWER = 1, 2, 3, 4, 5, 6, 7
 MAX_FRAME = 1 << 40
 MAX_ABORT_REASON = 4096
 
@@ -67,6 +67,12 @@ def tcp_frame_seeds():
     status = sig(seq=6) + struct.pack("<iI", 3, 0)  # StatusPayload: finished, waiting_on
     s["status"] = frame(STATUS, len(status), status)
     s["status-short"] = frame(STATUS, 32, sig(seq=6))
+    s["ask"] = frame(ASK, 0, signature=sig(seq=9))
+    s["ask-with-length"] = frame(ASK, 4, bytes(4))
+    s["answer-finished"] = frame(ANSWER, 16, bytes(range(16)), flags=1, signature=sig(seq=9))
+    s["answer-not-finished"] = frame(ANSWER, 0, signature=sig(seq=9))
+    s["answer-not-finished-with-result"] = frame(ANSWER, 16, bytes(16))
+    s["answer-over-limit"] = frame(ANSWER, (1 << 20) + 1, flags=1)
     s["abort-plain"] = abort_frame(notice())
     s["abort-spared"] = abort_frame(notice(b"rank 1: timeout", [(1, 41), (2, 7)]))
     s["abort-empty-message"] = abort_frame(notice(b"", [(0, 1)]))

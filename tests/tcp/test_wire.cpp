@@ -71,6 +71,18 @@ TEST_CASE("oversized frames are rejected") {
   CHECK(validate_frame(bytes(make_frame(FrameType::goodbye, 0, 1, {}))));
 }
 
+TEST_CASE("ask frames carry nothing; answers carry a result only when finished") {
+  CHECK_FALSE(validate_frame(bytes(make_frame(FrameType::ask, 1, 0, some_sig()))));
+  CHECK(validate_frame(bytes(make_frame(FrameType::ask, 1, 4, some_sig()))));
+  auto answer = make_frame(FrameType::answer, 1, 16, some_sig());
+  CHECK_THAT(*validate_frame(bytes(answer)), Catch::Contains("not finished"));
+  answer.flags = kAnswerFinished;
+  CHECK_FALSE(validate_frame(bytes(answer)));
+  answer.length = kMaxAnswerLength + 1;
+  CHECK_THAT(*validate_frame(bytes(answer)), Catch::Contains("exceeds"));
+  CHECK_FALSE(validate_frame(bytes(make_frame(FrameType::answer, 1, 0, some_sig()))));
+}
+
 TEST_CASE("hello validation checks token, ranks and world size") {
   auto check = [](const Hello& h) {
     return validate_hello(std::as_bytes(std::span(&h, 1)), "secret", 1, 4);

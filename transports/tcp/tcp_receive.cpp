@@ -159,6 +159,12 @@ void TcpTransport::finish_payload(int peer) {
       board().heard(peer, rx.header.tag, theirs);
       break;
     }
+    case FrameType::ask:
+      answer_ask_locked(peer, rx.header.tag, rx.header.sig);
+      break;
+    case FrameType::answer:
+      take_answer_locked(peer);
+      break;
     case FrameType::goodbye: {
       p.said_goodbye = true;
       departed_.fetch_add(1, std::memory_order_release);

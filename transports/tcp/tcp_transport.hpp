@@ -101,6 +101,8 @@ class TcpTransport final : public Transport {
   // tcp_probe.cpp: drops the stream to `peer` as the network dropped the
   // other channel, and settles it as a lost stream (probe).
   void lose_connection(int peer, const std::string& why) override;
+  // tcp_recover.cpp: ask frames to the live peers, and their answers.
+  int recover_result(uint32_t tag, const CallSignature& sig, std::span<std::byte> result) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
@@ -150,6 +152,14 @@ class TcpTransport final : public Transport {
     std::string why;             // why its stream ended
     Spared started;              // what its death spares: the calls in progress then
   };
+  // A call this rank asked a peer about (tcp_recover.cpp).
+  struct Asked {
+    uint32_t tag = 0;
+    CallSignature sig;
+    bool answered = false;
+    bool finished = false;
+    std::vector<std::byte> result;  // its kept result, when finished
+  };
   struct Peer {
     Fd fd;
     std::string address;                     // its listener (host:port), for a probe
@@ -166,6 +176,7 @@ class TcpTransport final : public Transport {
     Clock::time_point status_sent;         // when this rank last told it where it is
     std::optional<Probe> probe;            // gone, but not known yet whether dead
     std::optional<Spared> vouched;         // what this rank told it in a probe (CallBoard::vouch)
+    std::optional<Asked> asked;            // recover_result: the call asked about, its answer
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
@@ -217,6 +228,10 @@ class TcpTransport final : public Transport {
   // What this rank vouches for to `peer` (CallBoard::vouch, sealing), the
   // same every time it is asked.
   const Spared& vouch_to(int peer);
+  // tcp_recover.cpp (with mu_ held): a peer asks whether this rank finished
+  // a call (answered from the board, sealing it); a peer's answer is filed.
+  void answer_ask_locked(int peer, uint32_t tag, const CallSignature& sig);
+  void take_answer_locked(int peer);
   // A receive completed from the front of peer's unexpected frames of its tag.
   RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
                                      std::span<std::byte> data);

@@ -54,6 +54,15 @@ std::optional<std::string> validate_frame(std::span<const std::byte> bytes) {
       if (h.length != sizeof(StatusPayload))
         return fmt::format("status frame with length {} (not {})", h.length, sizeof(StatusPayload));
       break;
+    case FrameType::ask:
+      if (h.length != 0) return fmt::format("ask frame with length {}", h.length);
+      break;
+    case FrameType::answer:
+      if (h.length > kMaxAnswerLength)
+        return fmt::format("answer of {} bytes exceeds {}", h.length, kMaxAnswerLength);
+      if (!(h.flags & kAnswerFinished) && h.length != 0)
+        return fmt::format("an answer of {} bytes for a call not finished", h.length);
+      break;
     case FrameType::abort:
       if (h.length > kMaxAbortReason)
         return fmt::format("abort reason of {} bytes exceeds {}", h.length, kMaxAbortReason);

@@ -10,7 +10,7 @@
 // sends its own the same way (tcp_probe.cpp).
 // After that, a connection carries frames: a fixed 56-byte FrameHeader, then
 // `length` payload bytes (user data for DATA, a reason for ABORT, nothing for
-// GOODBYE).
+// GOODBYE or ASK, a kept result for ANSWER).
 #pragma once
 
 #include <cstddef>
@@ -39,7 +39,22 @@ inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
 // answering rank is in (the header's signature; seq 0: none) and, as the
 // payload (StatusPayload), the last call it finished and the peer it waits on
 // (CallBoard).
-enum class FrameType : uint8_t { data = 1, goodbye = 2, abort = 3, announce = 4, status = 5 };
+// ask: after this rank failed a call on a peer failure, whether the peer
+// finished it (tag and signature of the call, no payload;
+// collectives/verdict/recover.hpp). answer: the reply, with the asked call's
+// tag and signature; flag kAnswerFinished set when the peer finished it, and
+// then its kept result as the payload (kMaxAnswerLength at most).
+enum class FrameType : uint8_t {
+  data = 1,
+  goodbye = 2,
+  abort = 3,
+  announce = 4,
+  status = 5,
+  ask = 6,
+  answer = 7
+};
+inline constexpr uint8_t kAnswerFinished = 1;
+inline constexpr uint64_t kMaxAnswerLength = uint64_t(1) << 20;
 
 struct StatusPayload {
   CallSignature finished;

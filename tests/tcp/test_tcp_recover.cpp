@@ -1,0 +1,134 @@
+// Recovering a small call's result from a survivor over TCP
+// (collectives/verdict/recover.hpp, transports/tcp/tcp_recover.cpp): real
+// ranks on threads, each playing its part of the call on its call board.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <vector>
+
+#include "tests/tcp/tcp_world.hpp"
+#include "transports/call_board.hpp"
+
+using namespace chorus;
+using namespace chorus::test;
+
+namespace {
+
+const uint32_t kTag = (7u << Spared::kSpaceShift) | 1;
+
+std::vector<std::byte> result_of(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 31 + seed * 5) & 0xff);
+  return v;
+}
+
+// Rank `t` finishes call `sig` as Communicator::execute does below the
+// verdict round: the result kept, then its part marked done.
+void finish_call(TcpTransport& t, const CallSignature& sig, std::span<const std::byte> result) {
+  CallBoard::Slot& slot = t.board().slot(kTag);
+  slot.enter(sig);
+  slot.keep(sig, result);
+  REQUIRE(slot.part_done(sig));
+  slot.leave(sig, true);
+}
+
+}  // namespace
+
+TEST_CASE("recover: a live peer that finished the call hands over its kept result") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r1/");
+  const CallSignature sig = sig_of(4, 64);
+  const auto result = result_of(64, 4);
+  finish_call(*world[1], sig, result);
+  world[2]->board().slot(kTag).enter(sig);  // still inside, its part not done
+  world[0]->board().slot(kTag).enter(sig);
+  std::vector<std::byte> got(64);
+  CHECK(world[0]->recover_result(kTag, sig, got) == 1);
+  CHECK(got == result);
+  close_world(world);
+}
+
+TEST_CASE("recover: when no live peer finished the call, each is sealed and none will") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r2/");
+  const CallSignature sig = sig_of(4, 16);
+  for (int r = 0; r < 3; ++r) world[r]->board().slot(kTag).enter(sig);
+  std::vector<std::byte> got(16);
+  CHECK(world[0]->recover_result(kTag, sig, got) == -1);
+  // Both answered "not finished", so both are sealed: their part of this
+  // call (kept result and all) is not marked done, and the call fails there.
+  for (int r = 1; r < 3; ++r) {
+    CallBoard::Slot& slot = world[r]->board().slot(kTag);
+    slot.keep(sig, result_of(16, r));
+    CHECK_FALSE(slot.part_done(sig));
+  }
+  close_world(world);
+}
+
+TEST_CASE("recover: a peer already keeping the next call's result still has the asked one") {
+  // Rank 1 finished #4 and is inside #5 (kept, its part not marked yet) when
+  // rank 0, which failed #4, asks: the answer is #4's result, and #5 fails
+  // at rank 1 (sealed).
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "r3/");
+  const auto four = result_of(32, 4), five = result_of(32, 5);
+  finish_call(*world[1], sig_of(4, 32), four);
+  CallBoard::Slot& slot = world[1]->board().slot(kTag);
+  slot.enter(sig_of(5, 32));
+  slot.keep(sig_of(5, 32), five);
+  std::vector<std::byte> got(32);
+  CHECK(world[0]->recover_result(kTag, sig_of(4, 32), got) == 1);
+  CHECK(got == four);
+  CHECK_FALSE(slot.part_done(sig_of(5, 32)));
+  close_world(world);
+}
+
+TEST_CASE("recover: a barrier (no result bytes) finished by a peer counts as finished") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "r4/");
+  finish_call(*world[1], sig_of(9, 0), {});
+  CHECK(world[0]->recover_result(kTag, sig_of(9, 0), {}) == 1);
+  close_world(world);
+}
+
+TEST_CASE("recover: a peer that dies instead of answering is not waited for") {
+  WithFakeRank1 pair("r5/");  // its listener is closed: probed, it is dead
+  auto asking = std::async(std::launch::async, [&] {
+    std::vector<std::byte> got(16);
+    return pair.rank0->recover_result(kTag, sig_of(4, 16), got);
+  });
+  FrameHeader ask{};
+  read_exact(pair.fd.get(), writable_bytes_of(ask), Deadline::after(std::chrono::seconds(10)));
+  CHECK(static_cast<FrameType>(ask.type) == FrameType::ask);
+  CHECK(ask.sig.seq == 4);
+  pair.fd.reset();  // dies without a goodbye or an answer
+  REQUIRE(asking.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(asking.get() == -1);
+  pair.rank0.reset();
+}
+
+TEST_CASE("recover: an answer about another call is not taken for the asked one") {
+  WithFakeRank1 pair("r6/", {}, "127.0.0.1:1");
+  auto asking = std::async(std::launch::async, [&] {
+    std::vector<std::byte> got(16);
+    const int from = pair.rank0->recover_result(kTag, sig_of(4, 16), got);
+    return std::make_pair(from, got);
+  });
+  FrameHeader ask{};
+  read_exact(pair.fd.get(), writable_bytes_of(ask), Deadline::after(std::chrono::seconds(10)));
+  const auto answer = [&](uint64_t seq, std::span<const std::byte> result) {
+    auto h = make_frame(FrameType::answer, kTag, result.size(), sig_of(seq, 16));
+    h.flags = kAnswerFinished;
+    write_all(pair.fd.get(), bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+    write_all(pair.fd.get(), result, Deadline::after(std::chrono::seconds(10)));
+  };
+  answer(3, result_of(16, 3));  // an earlier call: ignored
+  answer(4, result_of(16, 4));
+  REQUIRE(asking.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  const auto [from, got] = asking.get();
+  CHECK(from == 1);
+  CHECK(got == result_of(16, 4));
+  pair.fd.reset();
+  pair.rank0.reset();
+}
