@@ -136,7 +136,15 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
   Request* pending = first_pending(requests, &failed);
   if (pending && !failed) {
     WaitScope scope(spin);
+    // Ended however the wait ends: a transport whose progress thread stands
+    // aside while a waiter spins (TCP) would otherwise stand aside for good
+    // after a wait that threw, and nothing would read its sockets again (a
+    // survivor's question about the failed call went unanswered).
     transport.spin_begin();
+    struct SpinEnd {
+      Transport& t;
+      ~SpinEnd() { t.spin_end(); }
+    } spin_end_guard{transport};
     // Each poll here is a system call (epoll, or UCX's progress). It yields
     // the core only where the wait policy says (wait_policy.hpp): beside
     // CPU-bound processes a yield after every poll cost 1.7-3 ms per 8-byte
@@ -167,15 +175,9 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
             peers.push_back(r->peer());
         transport.announce_along(peers, pending->tag(), pending->signature());
         transport.board().waiting(pending->tag(), pending->signature(), pending->peer());
-        try {
-          transport.check_announced(pending->tag(), pending->signature());
-        } catch (...) {
-          transport.spin_end();
-          throw;
-        }
+        transport.check_announced(pending->tag(), pending->signature());
       }
     }
-    transport.spin_end();
   }
   for (const auto& r : requests)
     if (r && r->completion().failed()) r->completion().rethrow_if_failed();

@@ -284,6 +284,9 @@ def run_case(args, fault, transport, size, np, form, collective):
         "collective": collective, "expected": code, "codes": codes, "lag_ms": lags,
         "messages": {r: verdicts[r][2] for r in verdicts},
         "problems": problems, "stdout": out[-3000:], "stderr": err[-3000:],
+        # Survivors that failed the call and took the result of one that
+        # finished it (collectives/verdict/recover.hpp).
+        "recovered": err.count("its result is taken"),
     }
 
 
@@ -369,6 +372,10 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    recovered = sum(1 for r in results if r.get("recovered"))
+    if recovered:
+        print(f"{recovered} cases where a survivor that failed the call took the result of one "
+              "that finished it")
     print(f"{len(results)} cases, {failed} failed, {still_open} known open")
     return 1 if failed else 0
 
