@@ -313,6 +313,19 @@ std::vector<ConfigVar> build_registry() {
                  if (c.agree_min_bytes == 0) return std::string("1");
                  return format_bytes(c.agree_min_bytes);
                }});
+  r.push_back({"CHORUS_KEEP_RESULT", "2K",
+               "Below the verdict round's size: the results of allreduce, allgather(v) and "
+               "broadcast calls up to this many bytes (and every barrier) are copied aside, so "
+               "that a survivor that failed the call on a peer's death takes the result of one "
+               "that finished it, and every survivor gets the same verdict. The copy costs "
+               "each such call its result's memcpy; 0 keeps none (barriers too), at most 1M.",
+               [](Config& c, std::string_view v) {
+                 c.keep_result_bytes = parse_bytes(v);
+                 if (c.keep_result_bytes > (std::size_t(1) << 20))
+                   throw UsageError(fmt::format(
+                       "CHORUS_KEEP_RESULT={}: at most 1M (results travel in one frame)", v));
+               },
+               [](const Config& c) { return format_bytes(c.keep_result_bytes); }});
   r.push_back(int_var("CHORUS_FUSION_CACHE", "1024",
                       "Fusion engine: tensor names remembered for the one-collective "
                       "negotiation (a byte each per cycle); later names negotiate in full.",

@@ -69,6 +69,10 @@ struct Config {
   bool agrees(uint64_t call_bytes) const {
     return agree_min_bytes != kAgreeNever && call_bytes >= agree_min_bytes;
   }
+  // Below the round, results of at most this many bytes of the calls whose
+  // result every rank holds are kept for a survivor that failed the call
+  // (collectives/verdict/recover.hpp); 0: none.
+  std::size_t keep_result_bytes = 2 << 10;
 };
 
 // An environment to read from: the process's, or a map in tests.

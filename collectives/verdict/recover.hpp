@@ -33,12 +33,14 @@
 // the asking rank; so the two latest results cover every ask.
 //
 // Bytes on the wire: none on a call that succeeds (it costs a copy of the
-// result, kMaxKeptResult at most); on a failure, a frame header to each
-// live peer and a header plus the result back from each.
+// result, CHORUS_KEEP_RESULT at most: 2 KiB by default, where the copy is
+// lost in the noise; at 8-64 KiB it cost shared-memory allreduces 5-45 %);
+// on a failure, a frame header to each live peer and a header plus the
+// result back from each.
 //
 // Not covered: collectives whose results differ by rank (reduce,
 // reduce-scatter, alltoall, gather, scatter), device buffers, and results
-// larger than kMaxKeptResult; those need the round (CHORUS_AGREE=1). A
+// larger than CHORUS_KEEP_RESULT; those need the round (CHORUS_AGREE=1). A
 // survivor that finished k and died before it was asked takes its result
 // with it (two failures).
 #pragma once
@@ -51,13 +53,11 @@
 
 namespace chorus {
 
-// The largest result kept for survivors: the verdict round's default size.
-inline constexpr std::size_t kMaxKeptResult = std::size_t(256) << 10;
-
 // Where `call`'s result lies on this rank when survivors could hand it over
-// (replicated, host memory, at most kMaxKeptResult bytes); nullopt when not.
-// A barrier's is an empty span.
+// (replicated, host memory, at most `max_bytes`: CHORUS_KEEP_RESULT);
+// nullopt when not. A barrier's is an empty span (none when max_bytes is 0).
 std::optional<std::span<std::byte>> replicated_result(const CollectiveCall& call,
-                                                      const CallShape& shape);
+                                                      const CallShape& shape,
+                                                      std::size_t max_bytes);
 
 }  // namespace chorus

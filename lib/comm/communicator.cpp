@@ -361,6 +361,13 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   }
 }
 
+// Two ranks cannot split on a death (one survivor is left, with no one to
+// ask), so only larger communicators pay for the copy.
+ReplicatedResult Communicator::kept_result(const CollectiveCall& call,
+                                           const CallShape& shape) const {
+  return replicated_result(call, shape, size() > 2 ? config_.keep_result_bytes : 0);
+}
+
 bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
                                            const std::string& why) {
   const int from = link_->transport->recover_result(world_.tag, sig, result);
@@ -488,14 +495,14 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
     run_blocking(
         plan.sig, deadline, segment_bytes_for(plan.shape.bytes),
         [&](CollectiveContext& ctx) { run_wire_allreduce(ctx, algo, call, plan); },
-        replicated_result(call, shape));
+        kept_result(call, shape));
     return;
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec& algo = choose(call, shape, sig);
   run_blocking(
       sig, deadline, segment_bytes_for(shape.bytes),
-      [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, replicated_result(call, shape));
+      [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, kept_result(call, shape));
 }
 
 WorkPtr Communicator::submit(const CollectiveCall& call) {
@@ -512,7 +519,7 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
         [call, plan = std::move(plan), algo](CollectiveContext& ctx) {
           run_wire_allreduce(ctx, *algo, call, *plan);
         },
-        replicated_result(call, shape));
+        kept_result(call, shape));
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec* algo = &choose(call, shape, sig);
@@ -531,7 +538,7 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
       [kept, shape, algo, counts = std::move(counts)](CollectiveContext& ctx) {
         algo->run(ctx, kept, shape);
       },
-      replicated_result(call, shape));
+      kept_result(call, shape));
 }
 
 // "rank 3" in a message from the transport is the job's (transport) rank;

@@ -211,13 +211,14 @@ class Communicator {
   // `result`: where a replicated call's result lies, kept for survivors
   // and recovered from them (collectives/verdict/recover.hpp).
   std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline,
-                             std::size_t segment_bytes, const Body& body,
-                             ReplicatedResult result);
+                             std::size_t segment_bytes, const Body& body, ReplicatedResult result);
   // After replicated call `sig` failed here on a peer failure (`why`): asks
   // the live peers whether one finished it, and if so takes its result into
   // `result` and marks the call finished here (recover.hpp).
   bool recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
                                const std::string& why);
+  // Where call's result lies if it is kept for survivors (recover.hpp).
+  ReplicatedResult kept_result(const CollectiveCall& call, const CallShape& shape) const;
   // Advances the turn past `seq` and wakes whoever can use it.
   void finish_turn(uint64_t seq);
   void worker_loop();

@@ -208,8 +208,9 @@ TEST_CASE("compression on the wire: validation, the configured default, the sign
 
 TEST_CASE("replicated results: the calls whose result every rank holds, up to the kept size") {
   std::vector<int32_t> in(1024), out(4 * 1024);
-  auto result = [](const CollectiveCall& c, int size = 4) {
-    return replicated_result(c, validate(c, 0, size));
+  const std::size_t kept = 64 << 10;
+  auto result = [&](const CollectiveCall& c, int size = 4, std::size_t max = 64 << 10) {
+    return replicated_result(c, validate(c, 0, size), max);
   };
   const auto ar = result(call(CollectiveKind::allreduce, in.data(), out.data(), 1024));
   REQUIRE(ar);
@@ -226,8 +227,9 @@ TEST_CASE("replicated results: the calls whose result every rank holds, up to th
   CHECK_FALSE(result(call(CollectiveKind::reduce_scatter, out.data(), in.data(), 1024)));
   CHECK_FALSE(result(call(CollectiveKind::alltoall, in.data(), out.data(), 256)));
   CHECK_FALSE(result(call(CollectiveKind::reduce, in.data(), out.data(), 1024, 0)));
-  // Nor a result beyond what is kept.
-  std::vector<int32_t> big(kMaxKeptResult / 4 + 1);
+  // Nor a result beyond what is kept (CHORUS_KEEP_RESULT), nor any with 0.
+  std::vector<int32_t> big(kept / 4 + 1);
   CHECK(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size() - 1)));
   CHECK_FALSE(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size())));
+  CHECK_FALSE(result(call(CollectiveKind::barrier, nullptr, nullptr, 0), 4, 0));
 }

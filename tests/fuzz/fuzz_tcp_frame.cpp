@@ -5,9 +5,9 @@
 // Checks: validate_frame accepts exactly what the format allows (independent
 // reference: magic, version, known type, the per-type length rule: data up to
 // kMaxFrameLength, goodbye/announce/ask 0, status one StatusPayload, abort up to
-// kMaxAbortReason, answer up to 1 MiB and only with its finished flag), looks at the header only, and make_frame rebuilds an
-// accepted header byte for byte; abort notices decode as their layout says and
-// encode_notice(decoded) gives back the same bytes (fuzz_check.hpp).
+// kMaxAbortReason, answer up to 1 MiB and only with its finished flag), looks at the header only,
+// and make_frame rebuilds an accepted header byte for byte; abort notices decode as their layout
+// says and encode_notice(decoded) gives back the same bytes (fuzz_check.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

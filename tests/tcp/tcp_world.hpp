@@ -69,7 +69,7 @@ inline std::string closed_address() {
 // publishing `listener` as its own address (by default one where nothing
 // listens: rank 0 finds it dead when it probes it).
 inline Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::string& token,
-              const std::string& listener = closed_address()) {
+                     const std::string& listener = closed_address()) {
   TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
   store.set(prefix + "addr/1", listener);
   auto addr = store.get(prefix + "addr/0", Deadline::after(std::chrono::seconds(10)));

@@ -20,10 +20,10 @@
 #include "collectives/team.hpp"
 #include "collectives/verdict/agree.hpp"
 #include "tests/common/transport_test.hpp"
+#include "tests/tcp/tcp_world.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/tcp/wire.hpp"
-#include "tests/tcp/tcp_world.hpp"
 
 using namespace chorus;
 using namespace chorus::tcp;
@@ -506,7 +506,6 @@ bool closed_without_answer(const Fd& fd) {
   char byte;
   return ::recv(fd.get(), &byte, 1, 0) == 0;
 }
-
 
 }  // namespace
 

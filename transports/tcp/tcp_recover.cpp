@@ -65,8 +65,7 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig,
                        options_.rank, peer, describe(sig), p.asked->result.size(), result.size());
             continue;
           }
-          if (!result.empty())
-            std::memcpy(result.data(), p.asked->result.data(), result.size());
+          if (!result.empty()) std::memcpy(result.data(), p.asked->result.data(), result.size());
           p.asked.reset();
           return peer;
         }
