@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/bootstrap/tcp_store.hpp"
+#include "tests/common/thread_world.hpp"
 #include "tests/common/transport_test.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -35,19 +36,11 @@ inline TcpOptions options_for(int rank, int size, const std::string& prefix) {
 inline std::vector<std::unique_ptr<TcpTransport>> make_world(
     TcpStoreServer& server, int size, const std::string& prefix,
     const std::function<void(TcpOptions&)>& adjust = {}) {
-  std::vector<std::unique_ptr<TcpTransport>> world(size);
-  std::vector<std::unique_ptr<TcpStoreClient>> stores(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      stores[r] = std::make_unique<TcpStoreClient>(server.address(), kToken,
-                                                   Deadline::after(std::chrono::seconds(20)));
-      TcpOptions options = options_for(r, size, prefix);
-      if (adjust) adjust(options);
-      world[r] = std::make_unique<TcpTransport>(*stores[r], options);
-    });
-  for (auto& t : threads) t.join();
-  return world;
+  return make_thread_world<TcpTransport, TcpOptions>(server, size, kToken, [&](int rank) {
+    TcpOptions options = options_for(rank, size, prefix);
+    if (adjust) adjust(options);
+    return options;
+  });
 }
 
 // Closing is collective (every rank waits for its peers' goodbyes), as it is

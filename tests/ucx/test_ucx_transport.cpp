@@ -15,6 +15,7 @@
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
+#include "tests/common/thread_world.hpp"
 #include "tests/common/transport_test.hpp"
 #include "transports/ucx/ucx_tls.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -45,19 +46,11 @@ using World = std::vector<std::unique_ptr<UcxTransport>>;
 // Builds `size` connected transports on threads (set-up is collective).
 World make_world(TcpStoreServer& server, int size, const std::string& prefix,
                  const std::function<void(UcxOptions&)>& tweak = {}) {
-  World world(size);
-  std::vector<std::unique_ptr<TcpStoreClient>> stores(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      stores[r] = std::make_unique<TcpStoreClient>(server.address(), kToken,
-                                                   Deadline::after(std::chrono::seconds(20)));
-      auto o = options_for(r, size, prefix);
-      if (tweak) tweak(o);
-      world[r] = std::make_unique<UcxTransport>(*stores[r], o);
-    });
-  for (auto& t : threads) t.join();
-  return world;
+  return make_thread_world<UcxTransport, UcxOptions>(server, size, kToken, [&](int rank) {
+    UcxOptions o = options_for(rank, size, prefix);
+    if (tweak) tweak(o);
+    return o;
+  });
 }
 
 // Closing is collective (every rank waits for its peers' goodbyes).
