@@ -43,8 +43,9 @@ class RoutedTransport final : public Transport {
     control().check_announced(tag, sig);
   }
   bool reports_progress() const override { return control().reports_progress(); }
-  int recover_result(uint32_t tag, const CallSignature& sig, std::span<std::byte> result) override {
-    return control().recover_result(tag, sig, result);
+  int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                     std::span<std::byte> result) override {
+    return control().recover_result(tag, sig, peers, result);
   }
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;

@@ -213,12 +213,14 @@ class Transport {
   virtual Spared spared() const { return {}; }
 
   // After this rank failed call `sig` (in tag's space) on a peer failure:
-  // asks every peer still alive whether it finished the call, sealing the
-  // call where it did not, and copies the kept result of one that did into
-  // `result` (collectives/verdict/recover.hpp). Returns that peer's rank, or
-  // -1 when no live peer finished it, or this transport cannot ask.
-  virtual int recover_result(uint32_t tag, const CallSignature& sig, std::span<std::byte> result) {
-    (void)tag, (void)sig, (void)result;
+  // asks every one of `peers` (the call's other ranks) still alive whether
+  // it finished the call, sealing the call where it did not, and copies the
+  // kept result of one that did into `result`
+  // (collectives/verdict/recover.hpp). Returns that peer's rank, or -1 when
+  // no live peer finished it, or this transport cannot ask.
+  virtual int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                             std::span<std::byte> result) {
+    (void)tag, (void)sig, (void)peers, (void)result;
     return -1;
   }
 

@@ -370,7 +370,10 @@ ReplicatedResult Communicator::kept_result(const CollectiveCall& call,
 
 bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
                                            const std::string& why) {
-  const int from = link_->transport->recover_result(world_.tag, sig, result);
+  std::vector<int> peers;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) peers.push_back(world_.member(r));
+  const int from = link_->transport->recover_result(world_.tag, sig, peers, result);
   if (from < 0) return false;
   CallBoard::Slot& board = *progress_;
   board.keep(sig, result);  // for a survivor that asks this rank in turn

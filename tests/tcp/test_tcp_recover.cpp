@@ -16,6 +16,14 @@ using namespace chorus::test;
 namespace {
 
 const uint32_t kTag = (7u << Spared::kSpaceShift) | 1;
+const std::vector<int> kRank1 = {1};
+
+// The peers rank 0 asks: every other rank of the world.
+std::vector<int> all_but_0(std::size_t size) {
+  std::vector<int> peers;
+  for (int r = 1; r < static_cast<int>(size); ++r) peers.push_back(r);
+  return peers;
+}
 
 std::vector<std::byte> result_of(std::size_t n, int seed) {
   std::vector<std::byte> v(n);
@@ -44,7 +52,7 @@ TEST_CASE("recover: a live peer that finished the call hands over its kept resul
   world[2]->board().slot(kTag).enter(sig);  // still inside, its part not done
   world[0]->board().slot(kTag).enter(sig);
   std::vector<std::byte> got(64);
-  CHECK(world[0]->recover_result(kTag, sig, got) == 1);
+  CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got) == 1);
   CHECK(got == result);
   close_world(world);
 }
@@ -55,7 +63,7 @@ TEST_CASE("recover: when no live peer finished the call, each is sealed and none
   const CallSignature sig = sig_of(4, 16);
   for (int r = 0; r < 3; ++r) world[r]->board().slot(kTag).enter(sig);
   std::vector<std::byte> got(16);
-  CHECK(world[0]->recover_result(kTag, sig, got) == -1);
+  CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got) == -1);
   // Both answered "not finished", so both are sealed: their part of this
   // call (kept result and all) is not marked done, and the call fails there.
   for (int r = 1; r < 3; ++r) {
@@ -78,7 +86,7 @@ TEST_CASE("recover: a peer already keeping the next call's result still has the 
   slot.enter(sig_of(5, 32));
   slot.keep(sig_of(5, 32), five);
   std::vector<std::byte> got(32);
-  CHECK(world[0]->recover_result(kTag, sig_of(4, 32), got) == 1);
+  CHECK(world[0]->recover_result(kTag, sig_of(4, 32), all_but_0(world.size()), got) == 1);
   CHECK(got == four);
   CHECK_FALSE(slot.part_done(sig_of(5, 32)));
   close_world(world);
@@ -88,7 +96,7 @@ TEST_CASE("recover: a barrier (no result bytes) finished by a peer counts as fin
   TcpStoreServer server(kToken);
   auto world = make_world(server, 2, "r4/");
   finish_call(*world[1], sig_of(9, 0), {});
-  CHECK(world[0]->recover_result(kTag, sig_of(9, 0), {}) == 1);
+  CHECK(world[0]->recover_result(kTag, sig_of(9, 0), all_but_0(world.size()), {}) == 1);
   close_world(world);
 }
 
@@ -96,7 +104,7 @@ TEST_CASE("recover: a peer that dies instead of answering is not waited for") {
   WithFakeRank1 pair("r5/");  // its listener is closed: probed, it is dead
   auto asking = std::async(std::launch::async, [&] {
     std::vector<std::byte> got(16);
-    return pair.rank0->recover_result(kTag, sig_of(4, 16), got);
+    return pair.rank0->recover_result(kTag, sig_of(4, 16), kRank1, got);
   });
   FrameHeader ask{};
   read_exact(pair.fd.get(), writable_bytes_of(ask), Deadline::after(std::chrono::seconds(10)));
@@ -112,7 +120,7 @@ TEST_CASE("recover: an answer about another call is not taken for the asked one"
   WithFakeRank1 pair("r6/", {}, "127.0.0.1:1");
   auto asking = std::async(std::launch::async, [&] {
     std::vector<std::byte> got(16);
-    const int from = pair.rank0->recover_result(kTag, sig_of(4, 16), got);
+    const int from = pair.rank0->recover_result(kTag, sig_of(4, 16), kRank1, got);
     return std::make_pair(from, got);
   });
   FrameHeader ask{};
@@ -131,4 +139,16 @@ TEST_CASE("recover: an answer about another call is not taken for the asked one"
   CHECK(got == result_of(16, 4));
   pair.fd.reset();
   pair.rank0.reset();
+}
+
+TEST_CASE("recover: only the call's ranks are asked") {
+  // Rank 2 finished a call with the same number in this space, but it is
+  // not one of the call's ranks (a split communicator without it): not asked.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r7/");
+  finish_call(*world[2], sig_of(4, 16), result_of(16, 4));
+  std::vector<std::byte> got(16);
+  CHECK(world[0]->recover_result(kTag, sig_of(4, 16), kRank1, got) == -1);
+  CHECK(world[2]->board().slot(kTag).part_done(sig_of(5, 16)));  // never sealed
+  close_world(world);
 }

@@ -22,16 +22,17 @@ constexpr auto kAskTimeout = std::chrono::seconds(2);
 
 }  // namespace
 
-int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig,
+int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
                                  std::span<std::byte> result) {
   if (options_.isolate_peer_failures) return -1;
   int asked = 0;
   {
     std::lock_guard lock(mu_);
     if (closing_) return -1;
-    for (int peer = 0; peer < options_.size; ++peer) {
+    for (Peer& p : peers_) p.asked.reset();
+    for (int peer : peers) {
+      if (peer < 0 || peer >= options_.size) continue;
       Peer& p = peers_[peer];
-      p.asked.reset();
       // Dead, cut off, or its stream ended: it cannot be asked here.
       if (peer == options_.rank || !p.fd || p.lost || p.gone) continue;
       p.asked = Asked{tag, sig};

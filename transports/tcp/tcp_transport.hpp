@@ -102,7 +102,8 @@ class TcpTransport final : public Transport {
   // other channel, and settles it as a lost stream (probe).
   void lose_connection(int peer, const std::string& why) override;
   // tcp_recover.cpp: ask frames to the live peers, and their answers.
-  int recover_result(uint32_t tag, const CallSignature& sig, std::span<std::byte> result) override;
+  int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                     std::span<std::byte> result) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
