@@ -1,7 +1,9 @@
 # The link probe across simulated hosts (lib/comm/link_probe.hpp), seen
 # through `chorus-info --topology`: on hosts whose links tbf shapes to
 # 1 Gbit/s (the independent reference) every rank gets the same probed link,
-# between 0.5 and 1.2 Gbit/s, from a probe of well under a second. Set
+# between 0.5 and 1.5 Gbit/s (tbf's 128 KiB bucket lets a short probe see
+# more than the rate: CI saw 1.24 with 3 hosts; loopback would be several
+# times more), from a probe of well under a second. Set
 # CHORUS_NET_* or CHORUS_LINK_PROBE=0, and no probe runs.
 # Usage: topology.sh CHORUSRUN EXAMPLE E2E_RANK CHORUS_INFO
 . "$(dirname "$0")/common.sh"
@@ -42,7 +44,7 @@ grep -qE "other host: alpha .* \(probed among 2 hosts in" <<<"$out" || fail "2x2
 read -r alpha gbps <<<"$(check_link "$out" 4 probed)" || exit 1
 probe_ms=$(grep -oE "^rank 0: .* probe_ms=[0-9.]+" <<<"$out" | sed 's/.*probe_ms=//')
 echo "2 hosts at 1gbit: alpha $alpha us, $gbps Gbit/s; probe $probe_ms ms on rank 0; job $elapsed_ms ms"
-awk -v g="$gbps" 'BEGIN { exit !(g >= 0.5 && g <= 1.2) }' || fail "2x2: $gbps Gbit/s on a 1 Gbit/s link"
+awk -v g="$gbps" 'BEGIN { exit !(g >= 0.5 && g <= 1.5) }' || fail "2x2: $gbps Gbit/s on a 1 Gbit/s link"
 awk -v a="$alpha" 'BEGIN { exit !(a > 0 && a < 5000) }' || fail "2x2: alpha $alpha us"
 # The probe ran (its duration is printed above, not asserted: the machine is
 # shared; the probe's own 5 s deadline bounds it, and one that ran out would
@@ -53,7 +55,7 @@ awk -v t="$probe_ms" 'BEGIN { exit !(t > 0) }' || fail "2x2: no probe time: $pro
 out=$(topology "$h0:1,$h1:1,$h2:1") || fail "3x1: $out"
 read -r alpha3 gbps3 <<<"$(check_link "$out" 3 probed)" || exit 1
 echo "3 hosts at 1gbit: alpha $alpha3 us, $gbps3 Gbit/s"
-awk -v g="$gbps3" 'BEGIN { exit !(g >= 0.5 && g <= 1.2) }' || fail "3x1: $gbps3 Gbit/s on 1 Gbit/s links"
+awk -v g="$gbps3" 'BEGIN { exit !(g >= 0.5 && g <= 1.5) }' || fail "3x1: $gbps3 Gbit/s on 1 Gbit/s links"
 
 # Set by the user, the values win and no probe runs.
 out=$(topology "$h0:1,$h1:1" -x CHORUS_NET_GBPS=3) || fail "CHORUS_NET_GBPS: $out"
