@@ -15,9 +15,9 @@
 // survivors that got all they needed from it finishing the call and the
 // others failing it. Steps, at a rank that failed replicated call k with
 // CHORUS_ERR_PEER_FAILURE:
-//   1. ask every live peer about call k (TCP: an ask frame on the control
-//      stream, answered by the peer's progress thread, so a peer busy in
-//      user code answers too);
+//   1. ask every live peer in the call about call k (TCP: an ask frame on
+//      the control stream, answered by the peer's progress thread, so a
+//      peer busy in user code answers too);
 //   2. the peer seals its part of the communicator's calls (as vouching
 //      does, CallBoard::Slot::vouch: no later part is done there) and
 //      answers whether its part of k was done, with its kept result if so;
