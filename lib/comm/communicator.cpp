@@ -308,13 +308,13 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   bool started = false;  // past the first check: peers may have finished it
+  const bool round = config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)));
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
     link_->transport->check_call(world_.tag, sig);
     started = true;
     body(ctx);
-    const bool round = config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)));
     if (round) {
       // A peer cut off from this rank may have been told its part was not
       // done (tcp_probe.cpp): then it takes no part in the round.
@@ -341,8 +341,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     return nullptr;
   } catch (const Error& e) {
     // No peer finishes a call this rank never started (each needs its part).
-    if (result && started && e.code() == CHORUS_ERR_PEER_FAILURE &&
-        !config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype))) &&
+    if (result && started && !round && e.code() == CHORUS_ERR_PEER_FAILURE &&
         recovered_from_survivor(sig, *result, e.what()))
       return nullptr;
     comm_log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
