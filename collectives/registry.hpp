@@ -36,6 +36,11 @@ struct AlgorithmSpec {
   // Estimated microseconds of one call whose size is `bytes` (CallShape::bytes).
   double (*estimate_us)(const CostModel& model, const Team& team, std::size_t bytes);
   void (*run)(CollectiveContext& ctx, const CollectiveCall& call, const CallShape& shape);
+  // A rank's death inside a call leaves every survivor with the same verdict
+  // without the verdict round (collectives/verdict/plan.hpp): over shared
+  // memory a dead rank's posted part stays readable, and the rooted
+  // algorithms over a transport end with the root's confirmation.
+  bool one_verdict = false;
 };
 
 // Every algorithm, in registry order.

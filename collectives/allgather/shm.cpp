@@ -66,6 +66,7 @@ extern const AlgorithmSpec shm_allgather_spec{
     shm_allgather_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_allgather(ctx, c.send, c.recv, c.count, c.dtype);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

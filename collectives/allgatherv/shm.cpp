@@ -32,6 +32,7 @@ extern const AlgorithmSpec shm_allgatherv_spec{
     "each rank stages its own-sized block once; every rank copies them out",
     needs_shared_memory,
     shm_allgatherv_estimate,
-    shm_allgatherv};
+    shm_allgatherv,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

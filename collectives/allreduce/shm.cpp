@@ -139,6 +139,7 @@ extern const AlgorithmSpec shm_allreduce_spec{
     shm_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

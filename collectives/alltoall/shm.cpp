@@ -90,7 +90,8 @@ extern const AlgorithmSpec shm_alltoall_spec{
     shm_exchange_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape& shape) {
       exchange(ctx, c, shape, -1);
-    }};
+    },
+    /*one_verdict=*/true};
 
 extern const AlgorithmSpec shm_scatter_spec{
     CollectiveKind::scatter,
@@ -100,6 +101,7 @@ extern const AlgorithmSpec shm_scatter_spec{
     shm_exchange_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape& shape) {
       exchange(ctx, c, shape, c.root);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

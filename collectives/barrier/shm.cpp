@@ -27,6 +27,7 @@ extern const AlgorithmSpec shm_barrier_spec{
     "one counter per rank in shared memory; wait for all of them",
     needs_shared_memory,
     shm_barrier_estimate,
-    [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) { shm_barrier(ctx); }};
+    [](CollectiveContext& ctx, const CollectiveCall&, const CallShape&) { shm_barrier(ctx); },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

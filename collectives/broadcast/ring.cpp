@@ -49,6 +49,7 @@ extern const AlgorithmSpec ring_broadcast_spec{
     ring_broadcast_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -56,6 +56,7 @@ extern const AlgorithmSpec shm_broadcast_spec{
     shm_broadcast_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       shm_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -73,6 +73,7 @@ extern const AlgorithmSpec tree_broadcast_spec{
     tree_broadcast_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       tree_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
-    }};
+    },
+    /*one_verdict=*/true};
 
 }  // namespace chorus

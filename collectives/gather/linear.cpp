@@ -53,6 +53,7 @@ extern const AlgorithmSpec linear_gather_spec{CollectiveKind::gather,
                                               "every rank sends its block straight to the root",
                                               runs_anywhere,
                                               linear_gather_estimate,
-                                              linear_gather};
+                                              linear_gather,
+                                              /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -80,6 +80,7 @@ extern const AlgorithmSpec shm_gather_spec{
     "every rank stages its block once; the root copies them out",
     needs_shared_memory,
     shm_gather_estimate,
-    shm_gather};
+    shm_gather,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

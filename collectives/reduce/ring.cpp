@@ -72,6 +72,7 @@ extern const AlgorithmSpec ring_reduce_spec{
     "ring reduce-scatter, then each reduced chunk straight to the root: for large buffers",
     runs_anywhere,
     ring_reduce_estimate,
-    ring_reduce};
+    ring_reduce,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

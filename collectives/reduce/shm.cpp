@@ -34,6 +34,7 @@ extern const AlgorithmSpec shm_reduce_spec{
     "every rank reduces its share from the others' staged data; the root copies it all out",
     needs_shared_memory,
     shm_reduce_estimate,
-    run};
+    run,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -72,6 +72,7 @@ extern const AlgorithmSpec tree_reduce_spec{
     "partials climb a binomial tree to the root: ceil(log2 n) steps, for small buffers",
     runs_anywhere,
     tree_reduce_estimate,
-    tree_reduce};
+    tree_reduce,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -104,7 +104,8 @@ extern const AlgorithmSpec shm_reduce_scatter_spec{
     "every rank reduces its block straight from the others' staged data in shared memory",
     needs_shared_memory,
     shm_reduce_scatter_estimate,
-    run_reduce_scatter};
+    run_reduce_scatter,
+    /*one_verdict=*/true};
 
 extern const AlgorithmSpec shm_reduce_scatterv_spec{
     CollectiveKind::reduce_scatterv,
@@ -112,6 +113,7 @@ extern const AlgorithmSpec shm_reduce_scatterv_spec{
     "every rank reduces its own-sized block straight from the others' staged data",
     needs_shared_memory,
     shm_reduce_scatter_estimate,
-    run_reduce_scatter};
+    run_reduce_scatter,
+    /*one_verdict=*/true};
 
 }  // namespace chorus

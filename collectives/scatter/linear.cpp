@@ -57,6 +57,7 @@ extern const AlgorithmSpec linear_scatter_spec{CollectiveKind::scatter,
                                                "the root sends every block straight to its rank",
                                                runs_anywhere,
                                                linear_scatter_estimate,
-                                               linear_scatter};
+                                               linear_scatter,
+                                               /*one_verdict=*/true};
 
 }  // namespace chorus

@@ -183,8 +183,7 @@ void Communicator::assign_seq_locked(CallSignature& sig) {
 
 template <typename Body>
 void Communicator::run_blocking(CallSignature sig, const Deadline& deadline,
-                                std::size_t segment_bytes, const Body& body,
-                                ReplicatedResult result) {
+                                std::size_t segment_bytes, const Body& body, VerdictPlan verdict) {
   // Nothing outstanding: the next number is this call's, and so is the turn.
   uint64_t done = executed_seq_.load();
   uint64_t expected = done + 1;
@@ -199,7 +198,7 @@ void Communicator::run_blocking(CallSignature sig, const Deadline& deadline,
   } else {
     wait_for_turn(sig, deadline);
   }
-  std::exception_ptr error = execute(sig, deadline, segment_bytes, body, result);
+  std::exception_ptr error = execute(sig, deadline, segment_bytes, body, verdict);
   finish_turn(sig.seq);
   if (error) std::rethrow_exception(error);
 }
@@ -233,8 +232,8 @@ void Communicator::wait_for_turn(CallSignature& sig, const Deadline& deadline) {
 }
 
 WorkPtr Communicator::run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body,
-                                ReplicatedResult result) {
-  auto work = std::make_shared<Work>(sig, segment_bytes, std::move(body), result);
+                                VerdictPlan verdict) {
+  auto work = std::make_shared<Work>(sig, segment_bytes, std::move(body), verdict);
   std::lock_guard lock(mu_);
   assign_seq_locked(work->sig_);
   queue_.push_back(work);
@@ -270,7 +269,7 @@ WorkPtr Communicator::pop_front_locked() {
 void Communicator::run_queued(Work& work) {
   // Asynchronous calls get CHORUS_TIMEOUT from the moment they start.
   std::exception_ptr error =
-      execute(work.sig_, default_deadline(), work.segment_bytes_, work.body_, work.result_);
+      execute(work.sig_, default_deadline(), work.segment_bytes_, work.body_, work.verdict_);
   work.body_ = nullptr;  // drop captured state now, not when the handle dies
   if (error)
     work.completion().fail(error);
@@ -293,7 +292,7 @@ void Communicator::run_queued_until(const Work& work) {
 template <typename Body>
 std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadline& deadline,
                                          std::size_t segment_bytes, const Body& body,
-                                         ReplicatedResult result) {
+                                         const VerdictPlan& verdict) {
   if (aborted_.load(std::memory_order_acquire)) {  // no lock on the common path
     std::string earlier_abort;
     {
@@ -308,7 +307,8 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   bool started = false;  // past the first check: peers may have finished it
-  const bool round = config_.agrees(sig.count * dtype_size(static_cast<DataType>(sig.dtype)));
+  const bool round = verdict.round;
+  const auto& result = verdict.keep;
   try {
     // The connections may have failed under a split relative (an abort, a
     // dead peer it saw): then this call fails too, before it starts.
@@ -360,11 +360,10 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   }
 }
 
-// Two ranks cannot split on a death (one survivor is left, with no one to
-// ask), so only larger communicators pay for the copy.
-ReplicatedResult Communicator::kept_result(const CollectiveCall& call,
-                                           const CallShape& shape) const {
-  return replicated_result(call, shape, size() > 2 ? config_.keep_result_bytes : 0);
+VerdictPlan Communicator::verdict_for(const CollectiveCall& call, const CallShape& shape,
+                                      const AlgorithmSpec& algo, const CallSignature& sig) const {
+  return plan_verdict(config_, call, shape, algo.one_verdict,
+                      sig.count * dtype_size(static_cast<DataType>(sig.dtype)), size());
 }
 
 bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
@@ -468,9 +467,13 @@ const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const Call
   }
   const bool debug = comm_log().should_log(spdlog::level::debug);
   Selection s = select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, debug);
-  if (debug)
-    comm_log().debug("{} {} bytes: {} ({})", collective_name(call.kind), shape.bytes, s.spec->name,
-                     s);
+  if (debug) {
+    const VerdictPlan verdict =
+        plan_verdict(config_, call, shape, s.spec->one_verdict, shape.bytes, size());
+    comm_log().debug("{} {} bytes: {} ({}); one verdict on a death: {}", collective_name(call.kind),
+                     shape.bytes, s.spec->name, s,
+                     s.spec->one_verdict ? "the algorithm's own" : describe(verdict));
+  }
   cache_key_[k].store(kNoChoice);
   cache_id_[k].store(s.id);
   cache_key_[k].store(key);
@@ -497,14 +500,15 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
     run_blocking(
         plan.sig, deadline, segment_bytes_for(plan.shape.bytes),
         [&](CollectiveContext& ctx) { run_wire_allreduce(ctx, algo, call, plan); },
-        kept_result(call, shape));
+        verdict_for(call, shape, algo, plan.sig));
     return;
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec& algo = choose(call, shape, sig);
   run_blocking(
       sig, deadline, segment_bytes_for(shape.bytes),
-      [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, kept_result(call, shape));
+      [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); },
+      verdict_for(call, shape, algo, sig));
 }
 
 WorkPtr Communicator::submit(const CollectiveCall& call) {
@@ -513,6 +517,7 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
     auto plan = std::make_shared<WirePlan>(plan_wire(call, *wire, size()));
     const AlgorithmSpec* algo = &choose(plan->inner, plan->shape, plan->sig);
     const CallSignature wire_sig = plan->sig;
+    const VerdictPlan verdict = verdict_for(call, shape, *algo, wire_sig);
     const std::size_t segment = segment_bytes_for(plan->shape.bytes);
     // Moved, not copied, into the body: the worker, which drops the body
     // after running it, then releases the plan on the thread that read it.
@@ -521,7 +526,7 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
         [call, plan = std::move(plan), algo](CollectiveContext& ctx) {
           run_wire_allreduce(ctx, *algo, call, *plan);
         },
-        kept_result(call, shape));
+        verdict);
   }
   CallSignature sig = signature_of(call, size(), shape);
   const AlgorithmSpec* algo = &choose(call, shape, sig);
@@ -540,7 +545,7 @@ WorkPtr Communicator::submit(const CollectiveCall& call) {
       [kept, shape, algo, counts = std::move(counts)](CollectiveContext& ctx) {
         algo->run(ctx, kept, shape);
       },
-      kept_result(call, shape));
+      verdict_for(call, shape, *algo, sig));
 }
 
 // "rank 3" in a message from the transport is the job's (transport) rank;

@@ -46,22 +46,19 @@
 #include "collectives/team.hpp"
 #include "collectives/team_hierarchy.hpp"
 #include "collectives/tuner/selection.hpp"
+#include "collectives/verdict/plan.hpp"
 #include "lib/comm/link.hpp"
 #include "transports/call_board.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
 
-// Where a call's result lies when survivors can hand it over
-// (replicated_result); nullopt for other calls.
-using ReplicatedResult = std::optional<std::span<std::byte>>;
-
 // A submitted asynchronous collective. Done when its completion is.
 class Work {
  public:
   using Body = std::function<void(CollectiveContext&)>;
-  Work(CallSignature sig, std::size_t segment_bytes, Body body, ReplicatedResult result = {})
-      : sig_(sig), segment_bytes_(segment_bytes), body_(std::move(body)), result_(result) {}
+  Work(CallSignature sig, std::size_t segment_bytes, Body body, VerdictPlan verdict = {})
+      : sig_(sig), segment_bytes_(segment_bytes), body_(std::move(body)), verdict_(verdict) {}
   const CallSignature& signature() const { return sig_; }
   Completion& completion() { return completion_; }
   const Completion& completion() const { return completion_; }
@@ -71,7 +68,7 @@ class Work {
   CallSignature sig_;
   std::size_t segment_bytes_;
   Body body_;
-  ReplicatedResult result_;
+  VerdictPlan verdict_;
   Completion completion_;
 };
 using WorkPtr = std::shared_ptr<Work>;
@@ -198,27 +195,31 @@ class Communicator {
   // come, with no Work object: nothing is allocated on the latency path.
   template <typename Body>
   void run_blocking(CallSignature sig, const Deadline& deadline, std::size_t segment_bytes,
-                    const Body& body, ReplicatedResult result = {});
+                    const Body& body, VerdictPlan verdict = {});
   WorkPtr run_async(CallSignature sig, std::size_t segment_bytes, Work::Body body,
-                    ReplicatedResult result = {});
+                    VerdictPlan verdict = {});
   void assign_seq_locked(CallSignature& sig);
   // The slow way to a turn: under mu_, behind earlier asynchronous calls;
   // aborts the communicator if the deadline passes first.
   void wait_for_turn(CallSignature& sig, const Deadline& deadline);
   // Runs one call whose turn has come; its error, or null. Aborts the
   // communicator on failure.
+  // `verdict`: the round after the body, or where a replicated call's
+  // result lies, kept for survivors and recovered from them
+  // (collectives/verdict/plan.hpp).
   template <typename Body>
-  // `result`: where a replicated call's result lies, kept for survivors
-  // and recovered from them (collectives/verdict/recover.hpp).
   std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline,
-                             std::size_t segment_bytes, const Body& body, ReplicatedResult result);
+                             std::size_t segment_bytes, const Body& body,
+                             const VerdictPlan& verdict);
   // After replicated call `sig` failed here on a peer failure (`why`): asks
   // the live peers whether one finished it, and if so takes its result into
   // `result` and marks the call finished here (recover.hpp).
   bool recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
                                const std::string& why);
-  // Where call's result lies if it is kept for survivors (recover.hpp).
-  ReplicatedResult kept_result(const CollectiveCall& call, const CallShape& shape) const;
+  // How `call`, run by `algo` as `sig`, reaches one verdict on every rank
+  // (plan.hpp).
+  VerdictPlan verdict_for(const CollectiveCall& call, const CallShape& shape,
+                          const AlgorithmSpec& algo, const CallSignature& sig) const;
   // Advances the turn past `seq` and wakes whoever can use it.
   void finish_turn(uint64_t seq);
   void worker_loop();

@@ -7,6 +7,8 @@
 #include "base/core/error.hpp"
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/call.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/verdict/plan.hpp"
 #include "collectives/verdict/recover.hpp"
 
 using namespace chorus;
@@ -232,4 +234,66 @@ TEST_CASE("replicated results: the calls whose result every rank holds, up to th
   CHECK(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size() - 1)));
   CHECK_FALSE(result(call(CollectiveKind::allreduce, big.data(), big.data(), big.size())));
   CHECK_FALSE(result(call(CollectiveKind::barrier, nullptr, nullptr, 0), 4, 0));
+}
+
+TEST_CASE("verdict plan: the algorithm's own, a kept result, or the round") {
+  std::vector<int32_t> in(1024), out(4 * 1024);
+  Config config;  // CHORUS_AGREE 256K, CHORUS_KEEP_RESULT as configured here
+  config.keep_result_bytes = 2 << 10;
+  auto plan = [&](const CollectiveCall& c, bool one_verdict, int ranks) {
+    const CallShape shape = validate(c, 0, ranks);
+    return plan_verdict(config, c, shape, one_verdict, shape.bytes, ranks);
+  };
+  const auto small_ar = call(CollectiveKind::allreduce, in.data(), out.data(), 16);
+  const auto mid_ar = call(CollectiveKind::allreduce, in.data(), out.data(), 1024);  // 4 KiB
+  const auto rs = call(CollectiveKind::reduce_scatter, out.data(), in.data(), 16);
+  const auto a2a = call(CollectiveKind::alltoall, in.data(), out.data(), 16);
+  // A replicated result within the kept size is kept, not agreed on.
+  VerdictPlan p = plan(small_ar, false, 3);
+  CHECK_FALSE(p.round);
+  REQUIRE(p.keep);
+  CHECK(p.keep->size() == 64);
+  CHECK(std::string(describe(p)) == "kept result");
+  // Larger, or a result that differs by rank: the round.
+  CHECK(plan(mid_ar, false, 3).round);
+  CHECK_FALSE(plan(mid_ar, false, 3).keep);
+  CHECK(plan(rs, false, 4).round);
+  CHECK(plan(a2a, false, 3).round);
+  CHECK(std::string(describe(plan(a2a, false, 3))) == "round");
+  // An algorithm that cannot split, or two ranks: nothing.
+  for (const auto& c : {small_ar, mid_ar, rs, a2a}) {
+    CHECK_FALSE(plan(c, true, 4).round);
+    CHECK_FALSE(plan(c, true, 4).keep);
+    CHECK_FALSE(plan(c, false, 2).round);
+    CHECK_FALSE(plan(c, false, 2).keep);
+  }
+  CHECK(std::string(describe(plan(rs, true, 4))) == "none");
+  // From CHORUS_AGREE's size every call takes the round, on its own or not.
+  std::vector<int32_t> big((256 << 10) / 4);
+  const auto big_ar = call(CollectiveKind::allreduce, big.data(), big.data(), big.size());
+  CHECK(plan(big_ar, true, 2).round);
+  CHECK_FALSE(plan(big_ar, true, 2).keep);
+  // CHORUS_AGREE=0: no round at all, but results are still kept.
+  config.agree_min_bytes = Config::kAgreeNever;
+  CHECK_FALSE(plan(big_ar, false, 4).round);
+  CHECK_FALSE(plan(rs, false, 4).round);
+  CHECK(plan(small_ar, false, 4).keep);
+  // CHORUS_AGREE=1: every call, a kept one too.
+  config.agree_min_bytes = 0;
+  CHECK(plan(small_ar, false, 4).round);
+  CHECK_FALSE(plan(small_ar, false, 4).keep);
+}
+
+TEST_CASE("verdict plan: which algorithms give one verdict on their own") {
+  // Shared memory keeps a dead rank's posted part; the rooted transport
+  // algorithms end with the root's confirmation. The others can split.
+  for (const AlgorithmSpec* spec : algorithms()) {
+    const bool shm = spec->refusal == needs_shared_memory;
+    const bool rooted =
+        spec->kind == CollectiveKind::broadcast || spec->kind == CollectiveKind::reduce ||
+        spec->kind == CollectiveKind::gather || spec->kind == CollectiveKind::scatter;
+    const bool hierarchical = spec->name.find("hierarch") != std::string_view::npos;
+    INFO(collective_name(spec->kind) << " " << spec->name);
+    CHECK(spec->one_verdict == (shm || (rooted && !hierarchical)));
+  }
 }

@@ -1,0 +1,20 @@
+#include "collectives/verdict/plan.hpp"
+
+#include "collectives/verdict/recover.hpp"
+
+namespace chorus {
+
+VerdictPlan plan_verdict(const Config& config, const CollectiveCall& call, const CallShape& shape,
+                         bool one_verdict, uint64_t round_bytes, int ranks) {
+  if (config.agrees(round_bytes)) return {true};
+  if (ranks <= 2 || one_verdict) return {};
+  if (auto kept = replicated_result(call, shape, config.keep_result_bytes)) return {false, kept};
+  return {config.agree_min_bytes != Config::kAgreeNever};
+}
+
+const char* describe(const VerdictPlan& plan) {
+  if (plan.round) return "round";
+  return plan.keep ? "kept result" : "none";
+}
+
+}  // namespace chorus
