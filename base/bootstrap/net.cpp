@@ -159,4 +159,21 @@ UniqueFd connect_with_retry(const std::string& addr, const Deadline& deadline) {
                             seconds_since(start), last_error));
 }
 
+UniqueFd connect_once(const std::string& addr, const Deadline& deadline) {
+  const HostPort hp = parse_host_port(addr);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const int gai = getaddrinfo(hp.host.c_str(), std::to_string(hp.port).c_str(), &hints, &res);
+  if (gai != 0)
+    throw IoError(CHORUS_ERR_IO, fmt::format("cannot resolve '{}': {}", addr, gai_strerror(gai)));
+  UniqueFd fd;
+  const int err = try_connect(res, deadline, &fd);
+  freeaddrinfo(res);
+  if (err != 0) throw IoError(CHORUS_ERR_IO, errno_message(fmt::format("connect({})", addr), err));
+  set_nodelay(fd.get());
+  return fd;
+}
+
 }  // namespace chorus::bootstrap

@@ -69,4 +69,9 @@ int write_all(int fd, std::string_view data, const Deadline& deadline);
 // Throws IoError(CHORUS_ERR_BOOTSTRAP) naming addr and the last error.
 UniqueFd connect_with_retry(const std::string& addr, const Deadline& deadline);
 
+// One attempt to connect to addr (numeric host:port, no name lookup), for a
+// peer that is known to listen: refused means gone. Throws IoError(
+// CHORUS_ERR_IO) naming addr and the error; TCP_NODELAY set.
+UniqueFd connect_once(const std::string& addr, const Deadline& deadline);
+
 }  // namespace chorus::bootstrap

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "tests/tcp/tcp_world.hpp"
@@ -152,5 +153,29 @@ TEST_CASE("recover: only the call's ranks are asked") {
   std::vector<std::byte> got(16);
   CHECK(world[0]->recover_result(kTag, sig_of(4, 16), kRank1, got) == -1);
   CHECK(world[2]->board().slot(kTag).part_done(sig_of(5, 16)));  // never sealed
+  close_world(world);
+}
+
+TEST_CASE("recover: a peer whose stream was dropped while alive is asked through its listener") {
+  // The network drops the stream between ranks 0 and 1, both alive (the
+  // probe settles it so); rank 1 had finished the call, rank 0 had not. Rank
+  // 0 cannot ask over the stream, so it asks rank 1's listener.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r8/");
+  const CallSignature sig = sig_of(4, 48);
+  const auto result = result_of(48, 8);
+  finish_call(*world[1], sig, result);
+  world[0]->board().slot(kTag).enter(sig);
+  world[2]->board().slot(kTag).enter(sig);  // still inside, its part not done
+  world[0]->lose_connection(1, "the network dropped it (test)");
+  const auto settled = Deadline::after(std::chrono::seconds(10));
+  while (!first_error([&] { world[0]->check_call(kTag, sig); }) && !settled.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto why = first_error([&] { world[0]->check_call(kTag, sig); });
+  REQUIRE(why);
+  CHECK_THAT(why->what(), Catch::Contains("with both alive"));
+  std::vector<std::byte> got(48);
+  CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got) == 1);
+  CHECK(got == result);
   close_world(world);
 }

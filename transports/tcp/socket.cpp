@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string_view>
 
@@ -76,6 +77,17 @@ void read_exact(int fd, std::span<std::byte> data, const Deadline& deadline) {
       throw IoError(CHORUS_ERR_IO, errno_message("recv()", errno));
     }
   }
+}
+
+bool read_some(int fd, std::vector<std::byte>& in, std::size_t want, std::string* error) {
+  const std::size_t had = in.size();
+  in.resize(had + want);
+  ssize_t n = ::recv(fd, in.data() + had, want, MSG_DONTWAIT);
+  in.resize(had + static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  if (n > 0) return true;
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  *error = n == 0 ? "closed" : errno_message("receive failed", errno);
+  return false;
 }
 
 }  // namespace chorus::tcp

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/bootstrap/net.hpp"
 #include "base/core/deadline.hpp"
@@ -29,6 +30,10 @@ std::string peer_address(int fd);
 // set-up. Throw IoError on error, EOF or deadline.
 void write_all(int fd, std::span<const std::byte> data, const Deadline& deadline);
 void read_exact(int fd, std::span<std::byte> data, const Deadline& deadline);
+
+// Appends what the socket has to `in`, up to `want` more bytes, without
+// waiting. Returns false on EOF or an error (in *error), true otherwise.
+bool read_some(int fd, std::vector<std::byte>& in, std::size_t want, std::string* error);
 
 template <typename T>
 std::span<const std::byte> bytes_of(const T& v) {

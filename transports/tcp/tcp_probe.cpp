@@ -92,19 +92,6 @@ bool decode_spared(const std::vector<std::byte>& in, std::size_t at, Spared* spa
   return decode_notice(payload, message, *spared);
 }
 
-// Reads what the socket has into `in`, up to `want` more bytes. Returns
-// false on EOF or an error (in *error), true otherwise.
-bool read_some(int fd, std::vector<std::byte>& in, std::size_t want, std::string* error) {
-  const std::size_t had = in.size();
-  in.resize(had + want);
-  ssize_t n = ::recv(fd, in.data() + had, want, MSG_DONTWAIT);
-  in.resize(had + static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
-  if (n > 0) return true;
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
-  *error = n == 0 ? "closed" : errno_message("receive failed", errno);
-  return false;
-}
-
 }  // namespace
 
 void TcpTransport::lose_connection(int peer, const std::string& why) {
@@ -274,6 +261,7 @@ void TcpTransport::settle_alive(int peer, const std::string& reason, const Spare
       options_.rank, peer, why);
   log().error("{}", message);
   p.lost = io_error(CHORUS_ERR_PEER_FAILURE, message);
+  p.lost_alive = true;  // it can still be asked through its listener (tcp_recover.cpp)
   if (options_.isolate_peer_failures) {  // only what involves that peer fails
     fail_peer_locked(peer, p.lost);
     return;

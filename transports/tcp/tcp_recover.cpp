@@ -6,11 +6,19 @@
 // A rank that finished a call and then destroyed its communicator still
 // answers: its close waits for every peer's goodbye (2 s when failed), and a
 // rank asks before it says goodbye.
+//
+// A peer whose stream the network dropped while both lived (settled alive
+// by the probe, tcp_probe.cpp) is asked through its listener instead, as
+// the probe reached it: a Hello with purpose ask and the ASK frame; it
+// answers on that connection with a HelloAck and the ANSWER frame. Without
+// that, a live rank cut off from every peer could not ask, and failed a
+// call its peers finished.
 #include <sys/epoll.h>
 
 #include <cstring>
 #include <thread>
 
+#include "base/core/error.hpp"
 #include "base/core/log.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -26,6 +34,7 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
                                  std::span<std::byte> result) {
   if (options_.isolate_peer_failures) return -1;
   int asked = 0;
+  std::vector<std::pair<int, std::string>> by_listener;  // peer, its listener
   {
     std::lock_guard lock(mu_);
     if (closing_) return -1;
@@ -33,6 +42,8 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
     for (int peer : peers) {
       if (peer < 0 || peer >= options_.size) continue;
       Peer& p = peers_[peer];
+      if (peer != options_.rank && p.lost_alive && !p.said_goodbye && !p.address.empty())
+        by_listener.emplace_back(peer, p.address);
       // Dead, cut off, or its stream ended: it cannot be asked here.
       if (peer == options_.rank || !p.fd || p.lost || p.gone) continue;
       p.asked = Asked{tag, sig};
@@ -42,8 +53,21 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
       ++asked;
     }
   }
-  if (asked == 0) return -1;
   const auto deadline = Clock::now() + kAskTimeout;
+  for (const auto& [peer, address] : by_listener) {
+    std::vector<std::byte> kept;
+    if (!ask_through_listener(peer, address, tag, sig, Deadline::at(deadline), &kept)) continue;
+    if (kept.size() != result.size()) {
+      log().warn("rank {}: rank {} finished {} with a result of {} bytes, not {}", options_.rank,
+                 peer, describe(sig), kept.size(), result.size());
+      continue;
+    }
+    if (!result.empty()) std::memcpy(result.data(), kept.data(), result.size());
+    std::lock_guard lock(mu_);
+    for (Peer& p : peers_) p.asked.reset();  // later answers are to nothing asked
+    return peer;
+  }
+  if (asked == 0) return -1;
   auto backoff = std::chrono::microseconds(20);
   while (true) {
     {
@@ -94,6 +118,10 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
 void TcpTransport::answer_ask_locked(int peer, uint32_t tag, const CallSignature& sig) {
   Peer& p = peers_[peer];
   if (p.gone || !p.fd) return;
+  enqueue_locked(peer, answer_locked(peer, tag, sig));
+}
+
+TcpTransport::SendOp TcpTransport::answer_locked(int peer, uint32_t tag, const CallSignature& sig) {
   SendOp op;
   bool finished = false;
   if (!options_.isolate_peer_failures) {
@@ -107,7 +135,78 @@ void TcpTransport::answer_ask_locked(int peer, uint32_t tag, const CallSignature
              describe(sig), finished ? "yes, the result goes to it" : "no (sealed)");
   op.header = make_frame(FrameType::answer, tag, op.owned.size(), sig);
   op.header.flags = finished ? kAnswerFinished : 0;
-  enqueue_locked(peer, std::move(op));
+  return op;
+}
+
+bool TcpTransport::finish_ask(Stranger& s, std::string* refusal) {
+  const int from = s.hello.from_rank;
+  std::string error;
+  if (s.notice.size() < sizeof(FrameHeader) &&
+      !read_some(s.fd.get(), s.notice, sizeof(FrameHeader) - s.notice.size(), &error)) {
+    *refusal = fmt::format("an ask from rank {} ended with {}", from, error);
+    return true;
+  }
+  if (s.notice.size() < sizeof(FrameHeader)) return false;  // more later
+  const std::span<const std::byte> bytes(s.notice.data(), sizeof(FrameHeader));
+  if (auto bad = validate_frame(bytes)) {
+    *refusal = fmt::format("an ask from rank {}: {}", from, *bad);
+    return true;
+  }
+  FrameHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (static_cast<FrameType>(h.type) != FrameType::ask || h.length != 0) {
+    *refusal = fmt::format("a frame of type {} where an ask belongs", h.type);
+    return true;
+  }
+  const SendOp op = answer_locked(from, h.tag, h.sig);
+  const HelloAck ack{kHelloMagic, from};
+  std::vector<std::byte> out(sizeof ack + sizeof op.header + op.owned.size());
+  std::memcpy(out.data(), &ack, sizeof ack);
+  std::memcpy(out.data() + sizeof ack, &op.header, sizeof op.header);
+  if (!op.owned.empty())
+    std::memcpy(out.data() + sizeof ack + sizeof op.header, op.owned.data(), op.owned.size());
+  // Written here, by the thread that serves every socket: a kept result is
+  // CHORUS_KEEP_RESULT at most, and the asker reads it as it comes.
+  try {
+    write_all(s.fd.get(), out, Deadline::after(kAskTimeout));
+  } catch (const IoError& e) {
+    *refusal = fmt::format("could not answer the ask of rank {}: {}", from, e.what());
+  }
+  return true;
+}
+
+bool TcpTransport::ask_through_listener(int peer, const std::string& address, uint32_t tag,
+                                        const CallSignature& sig, const Deadline& deadline,
+                                        std::vector<std::byte>* result) {
+  try {
+    Fd fd = bootstrap::connect_once(address, deadline);
+    const Hello hello =
+        make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::ask);
+    const FrameHeader ask = make_frame(FrameType::ask, tag, 0, sig);
+    write_all(fd.get(), bytes_of(hello), deadline);
+    write_all(fd.get(), bytes_of(ask), deadline);
+    HelloAck ack{};
+    read_exact(fd.get(), writable_bytes_of(ack), deadline);
+    if (ack.magic != kHelloMagic || ack.accepted_rank != options_.rank)
+      throw IoError(CHORUS_ERR_IO, "an invalid HelloAck");
+    FrameHeader h;
+    read_exact(fd.get(), writable_bytes_of(h), deadline);
+    if (auto bad = validate_frame(bytes_of(h))) throw IoError(CHORUS_ERR_IO, *bad);
+    if (static_cast<FrameType>(h.type) != FrameType::answer || !(h.sig == sig) ||
+        CallBoard::space_of(h.tag) != CallBoard::space_of(tag) || h.length > kMaxAnswerLength)
+      throw IoError(CHORUS_ERR_IO,
+                    fmt::format("a frame of type {} that answers nothing asked", h.type));
+    result->resize(h.length);
+    read_exact(fd.get(), *result, deadline);
+    const bool finished = (h.flags & kAnswerFinished) != 0;
+    log().info("rank {}: asked through its listener, rank {} says it {} {}", options_.rank, peer,
+               finished ? "finished" : "did not finish", describe(sig));
+    return finished;
+  } catch (const Error& e) {
+    log().warn("rank {}: could not ask rank {} through its listener about {}: {}", options_.rank,
+               peer, describe(sig), e.what());
+    return false;
+  }
 }
 
 void TcpTransport::take_answer_locked(int peer) {

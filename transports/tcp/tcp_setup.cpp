@@ -142,8 +142,10 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
     strangers_.erase(strangers_.begin() + static_cast<std::ptrdiff_t>(index));
   };
-  if (s.received == sizeof(Hello)) {  // a probe, answered, whose notice is still arriving
-    if (!finish_probe(s, &refusal)) return;
+  const auto purpose = [&s] { return static_cast<HelloPurpose>(s.hello.purpose); };
+  if (s.received == sizeof(Hello)) {  // a probe or an ask, whose frame is still arriving
+    if (!(purpose() == HelloPurpose::ask ? finish_ask(s, &refusal) : finish_probe(s, &refusal)))
+      return;
   } else {
     auto* dst = reinterpret_cast<std::byte*>(&s.hello);
     ssize_t n = ::recv(s.fd.get(), dst + s.received, sizeof(Hello) - s.received, 0);
@@ -158,14 +160,21 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
       auto error = validate_hello(std::as_bytes(std::span(&s.hello, 1)), options_.token,
                                   options_.rank, options_.size);
       int from = s.hello.from_rank;
-      const bool probe = s.hello.purpose == static_cast<uint16_t>(HelloPurpose::probe);
+      const bool probe = purpose() == HelloPurpose::probe;
       if (error) {
         refusal = *error;
+      } else if (purpose() == HelloPurpose::ask) {  // after set-up only (tcp_recover.cpp)
+        if (setup_phase)
+          refusal = fmt::format("an ask from rank {} during set-up", from);
+        else if (!finish_ask(s, &refusal))
+          return;          // its frame is still arriving
       } else if (probe) {  // after set-up only: a peer asks whether this rank is alive
         if (setup_phase)
           refusal = fmt::format("a probe from rank {} during set-up", from);
         else if (answer_probe(s, &refusal) && !finish_probe(s, &refusal))
           return;  // its notice is still arriving
+      } else if (purpose() != HelloPurpose::connect) {
+        refusal = fmt::format("a hello of unknown purpose {} from rank {}", s.hello.purpose, from);
       } else if (!setup_phase) {
         refusal = fmt::format("claims to be rank {}, but set-up is over", from);
       } else if (from <= options_.rank || peers_[from].fd) {
@@ -189,7 +198,7 @@ void TcpTransport::service_stranger(std::size_t index, bool setup_phase) {
       }
     }
   }
-  if (refusal.empty()) {  // a probe, answered
+  if (refusal.empty()) {  // a probe or an ask, answered
     finish();
     return;
   }

@@ -173,6 +173,7 @@ class TcpTransport final : public Transport {
     std::map<uint32_t, std::deque<Unexpected>> unexpected;
     std::exception_ptr failure;            // isolate_peer_failures: why it failed
     std::exception_ptr lost;               // why its stream ended without a goodbye
+    bool lost_alive = false;               // it did, with the peer alive (settle_alive)
     std::optional<FrameHeader> announced;  // the call it last said it waits in
     Clock::time_point status_sent;         // when this rank last told it where it is
     std::optional<Probe> probe;            // gone, but not known yet whether dead
@@ -184,7 +185,7 @@ class TcpTransport final : public Transport {
     std::string address;
     Hello hello{};
     std::size_t received = 0;
-    std::vector<std::byte> notice;  // a probe's notice frame, after the Hello
+    std::vector<std::byte> notice;  // a probe's notice frame, or an ask's frame, after the Hello
     Clock::time_point deadline;
   };
 
@@ -233,6 +234,17 @@ class TcpTransport final : public Transport {
   // a call (answered from the board, sealing it); a peer's answer is filed.
   void answer_ask_locked(int peer, uint32_t tag, const CallSignature& sig);
   void take_answer_locked(int peer);
+  // The answer to `peer`'s ask about `sig` (sealing the slot), on either path.
+  SendOp answer_locked(int peer, uint32_t tag, const CallSignature& sig);
+  // A stranger's hello is an ask (a live peer whose stream was lost): reads
+  // its ASK frame and answers it on that connection. Returns whether the
+  // stranger is done (answered, or *refusal); false: more to read.
+  bool finish_ask(Stranger& s, std::string* refusal);
+  // Asks `peer` through its listener at `address` (no lock held); true with
+  // its kept result in *result when it finished the call.
+  bool ask_through_listener(int peer, const std::string& address, uint32_t tag,
+                            const CallSignature& sig, const Deadline& deadline,
+                            std::vector<std::byte>* result);
   // A receive completed from the front of peer's unexpected frames of its tag.
   RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
                                      std::span<std::byte> data);

@@ -8,6 +8,9 @@
 // a goodbye whether it is alive: a live peer answers with a HelloAck and an
 // ABORT frame carrying what it vouches for (encode_notice), and the prober
 // sends its own the same way (tcp_probe.cpp).
+// An ask (purpose ask, after set-up) reaches a live peer whose stream was
+// lost: the asker sends an ASK frame after the Hello, and the peer answers
+// with a HelloAck and an ANSWER frame (tcp_recover.cpp).
 // After that, a connection carries frames: a fixed 56-byte FrameHeader, then
 // `length` payload bytes (user data for DATA, a reason for ABORT, nothing for
 // GOODBYE or ASK, a kept result for ANSWER).
@@ -75,12 +78,12 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 56);
 
-enum class HelloPurpose : uint16_t { connect = 0, probe = 1 };
+enum class HelloPurpose : uint16_t { connect = 0, probe = 1, ask = 2 };
 
 struct Hello {
   uint32_t magic;
   uint16_t version;
-  uint16_t purpose;  // HelloPurpose; not validated here (set-up refuses a probe)
+  uint16_t purpose;  // HelloPurpose; not validated here (set-up refuses all but connect)
   int32_t from_rank;
   int32_t to_rank;
   int32_t world_size;
