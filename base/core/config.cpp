@@ -299,7 +299,9 @@ std::vector<ConfigVar> build_registry() {
                "after it, leaves every survivor with the same verdict. One more "
                "synchronisation per call: 1 (every call), 0 (none), or a size: calls of at "
                "least that many bytes (count x element size), where it costs nothing "
-               "measurable.",
+               "measurable. Below the size, calls of 3 or more ranks that could split take it "
+               "too, unless their algorithm cannot split (shared memory, rooted calls) or a "
+               "kept result settles them (CHORUS_KEEP_RESULT); 0 turns all of that off.",
                [](Config& c, std::string_view v) {
                  std::optional<bool> every;
                  try {
@@ -313,12 +315,14 @@ std::vector<ConfigVar> build_registry() {
                  if (c.agree_min_bytes == 0) return std::string("1");
                  return format_bytes(c.agree_min_bytes);
                }});
-  r.push_back({"CHORUS_KEEP_RESULT", "2K",
+  r.push_back({"CHORUS_KEEP_RESULT", "128K",
                "Below the verdict round's size: the results of allreduce, allgather(v) and "
-               "broadcast calls up to this many bytes (and every barrier) are copied aside, so "
-               "that a survivor that failed the call on a peer's death takes the result of one "
-               "that finished it, and every survivor gets the same verdict. The copy costs "
-               "each such call its result's memcpy; 0 keeps none (barriers too), at most 1M.",
+               "broadcast calls up to this many bytes (and every barrier) of 3 or more ranks "
+               "over a transport are copied aside, so that a survivor that failed the call on "
+               "a peer's death takes the result of one that finished it, and every survivor "
+               "gets the same verdict. The copy costs each such call its result's memcpy, "
+               "less than the round it replaces; larger ones take the round. 0 keeps none "
+               "(barriers too), at most 1M.",
                [](Config& c, std::string_view v) {
                  c.keep_result_bytes = parse_bytes(v);
                  if (c.keep_result_bytes > (std::size_t(1) << 20))

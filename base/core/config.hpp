@@ -71,8 +71,8 @@ struct Config {
   }
   // Below the round, results of at most this many bytes of the calls whose
   // result every rank holds are kept for a survivor that failed the call
-  // (collectives/verdict/recover.hpp); 0: none.
-  std::size_t keep_result_bytes = 2 << 10;
+  // (collectives/verdict/recover.hpp, plan.hpp); 0: none.
+  std::size_t keep_result_bytes = 128 << 10;
 };
 
 // An environment to read from: the process's, or a map in tests.

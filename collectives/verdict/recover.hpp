@@ -32,17 +32,19 @@
 // none will. A peer that finished k cannot have finished k + 1, which needs
 // the asking rank; so the two latest results cover every ask.
 //
+// A peer whose stream the network dropped while both lived is asked
+// through its listener (transports/tcp/tcp_recover.cpp).
+//
 // Bytes on the wire: none on a call that succeeds (it costs a copy of the
-// result, CHORUS_KEEP_RESULT at most: 2 KiB by default, where the copy is
-// lost in the noise; at 8-64 KiB it cost shared-memory allreduces 5-45 %);
+// result, CHORUS_KEEP_RESULT at most: 128 KiB by default, cheaper than the
+// round it replaces over a transport; plan.hpp decides which calls keep);
 // on a failure, a frame header to each live peer and a header plus the
 // result back from each.
 //
-// Not covered: collectives whose results differ by rank (reduce,
-// reduce-scatter, alltoall, gather, scatter), device buffers, and results
-// larger than CHORUS_KEEP_RESULT; those need the round (CHORUS_AGREE=1). A
-// survivor that finished k and died before it was asked takes its result
-// with it (two failures).
+// Not covered here: collectives whose results differ by rank, device
+// buffers, and results larger than CHORUS_KEEP_RESULT; plan.hpp gives
+// those the round. A survivor that finished k and died before it was asked
+// takes its result with it (two failures).
 #pragma once
 
 #include <cstddef>

@@ -324,8 +324,8 @@ TEST_CASE("CHORUS_AGREE: every call, none, or from a size", "[config]") {
 
 TEST_CASE("CHORUS_KEEP_RESULT: a size up to 1M, 0 for none", "[config]") {
   const Config defaults = load_config(map_env({}));
-  CHECK(defaults.keep_result_bytes == 2048);
-  CHECK(var("CHORUS_KEEP_RESULT").show(defaults) == "2K");
+  CHECK(defaults.keep_result_bytes == 128 * 1024);
+  CHECK(var("CHORUS_KEEP_RESULT").show(defaults) == "128K");
   CHECK(load_config(map_env({{"CHORUS_KEEP_RESULT", "256K"}})).keep_result_bytes == 256 * 1024);
   CHECK(load_config(map_env({{"CHORUS_KEEP_RESULT", "0"}})).keep_result_bytes == 0);
   const std::string what = usage_error_of([] {
