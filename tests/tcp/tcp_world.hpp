@@ -62,12 +62,14 @@ inline std::string closed_address() {
 // publishing `listener` as its own address (by default one where nothing
 // listens: rank 0 finds it dead when it probes it).
 inline Fd fake_rank1(TcpStoreServer& server, const std::string& prefix, const std::string& token,
-                     const std::string& listener = closed_address()) {
+                     const std::string& listener = closed_address(),
+                     uint16_t purpose = static_cast<uint16_t>(HelloPurpose::connect)) {
   TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(10)));
   store.set(prefix + "addr/1", listener);
   auto addr = store.get(prefix + "addr/0", Deadline::after(std::chrono::seconds(10)));
   Fd fd = bootstrap::connect_with_retry(addr, Deadline::after(std::chrono::seconds(10)));
   auto hello = make_hello(token, 1, 0, 2);
+  hello.purpose = purpose;
   write_all(fd.get(), bytes_of(hello), Deadline::after(std::chrono::seconds(10)));
   return fd;
 }

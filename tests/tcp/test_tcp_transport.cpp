@@ -519,6 +519,13 @@ TEST_CASE("tcp: strangers with a wrong token or garbage are refused; the job goe
     Fd fd = fake_rank1(server, "s/", "wrong");
     CHECK(closed_without_answer(fd));
   }
+  // The right token with a purpose other than connecting, during set-up:
+  // an ask (after set-up only), and one no build knows.
+  for (uint16_t purpose : {static_cast<uint16_t>(HelloPurpose::ask), uint16_t{7}}) {
+    INFO("purpose " << purpose);
+    Fd fd = fake_rank1(server, "s/", kToken, closed_address(), purpose);
+    CHECK(closed_without_answer(fd));
+  }
   // Garbage during set-up: closed too.
   {
     auto addr = store.get("s/addr/0", Deadline::after(std::chrono::seconds(10)));
