@@ -180,11 +180,14 @@ bool TcpTransport::ask_through_listener(int peer, const std::string& address, ui
                                         std::vector<std::byte>* result) {
   try {
     Fd fd = bootstrap::connect_once(address, deadline);
-    const Hello hello =
-        make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::ask);
-    const FrameHeader ask = make_frame(FrameType::ask, tag, 0, sig);
-    write_all(fd.get(), bytes_of(hello), deadline);
-    write_all(fd.get(), bytes_of(ask), deadline);
+    // The hello and the ask in one write: the peer reads both at once.
+    struct {
+      Hello hello;
+      FrameHeader ask;
+    } question{make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::ask),
+               make_frame(FrameType::ask, tag, 0, sig)};
+    static_assert(sizeof question == sizeof(Hello) + sizeof(FrameHeader));
+    write_all(fd.get(), bytes_of(question), deadline);
     HelloAck ack{};
     read_exact(fd.get(), writable_bytes_of(ack), deadline);
     if (ack.magic != kHelloMagic || ack.accepted_rank != options_.rank)
