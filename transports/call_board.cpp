@@ -72,18 +72,41 @@ void CallBoard::Slot::waiting(const CallSignature& sig, int peer) {
 bool CallBoard::Slot::part_done(const CallSignature& sig) {
   uint64_t word = part_.load(std::memory_order_acquire);
   while (true) {
-    const uint64_t done = word >> 1;
-    if (word & 1) return sig.seq <= done;  // sealed: only what it vouched for
+    const uint64_t done = word >> kSeqShift;
+    if (word & kSealed) return sig.seq <= done;  // sealed: only what it vouched for
     if (sig.seq <= done) return true;
-    if (part_.compare_exchange_weak(word, sig.seq << 1, std::memory_order_acq_rel)) return true;
+    if (part_.compare_exchange_weak(word, sig.seq << kSeqShift, std::memory_order_acq_rel))
+      return true;
   }
 }
 
-uint64_t CallBoard::Slot::vouch() {
-  const uint64_t word = part_.fetch_or(1, std::memory_order_acq_rel);
+uint64_t CallBoard::Slot::sealed_word(uint64_t word, chorus_result_t code) {
+  if (word & kSealed) return word;  // the first sealer's code stays
+  return word | kSealed | ((static_cast<uint64_t>(code) & kCodeMask) << kCodeShift);
+}
+
+chorus_result_t CallBoard::Slot::seal_code() const {
+  const uint64_t word = part_.load(std::memory_order_acquire);
+  if (!(word & kSealed)) return CHORUS_ERR_PEER_FAILURE;
+  return static_cast<chorus_result_t>((word >> kCodeShift) & kCodeMask);
+}
+
+bool CallBoard::Slot::done_or_seal(uint64_t seq, chorus_result_t code) {
+  uint64_t word = part_.load(std::memory_order_acquire);
+  while (true) {
+    if ((word >> kSeqShift) >= seq || read().finished.seq >= seq) return true;
+    if (part_.compare_exchange_weak(word, sealed_word(word, code), std::memory_order_acq_rel))
+      return false;
+  }
+}
+
+uint64_t CallBoard::Slot::vouch(chorus_result_t code) {
+  uint64_t word = part_.load(std::memory_order_acquire);
+  while (!part_.compare_exchange_weak(word, sealed_word(word, code), std::memory_order_acq_rel)) {
+  }
   // Finished without the verdict round (a small call) counts too: nothing
   // can change what that call did.
-  return std::max(word >> 1, read().finished.seq);
+  return std::max(word >> kSeqShift, read().finished.seq);
 }
 
 void CallBoard::Slot::keep(const CallSignature& sig, std::span<const std::byte> result) {

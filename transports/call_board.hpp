@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "base/core/contract.hpp"
+#include "include/chorus.h"
 
 namespace chorus {
 
@@ -73,10 +74,20 @@ class CallBoard {
     // for less (vouch): then it must not take part in the round, and fails.
     bool part_done(const CallSignature& sig);
     // What this rank tells a live peer that lost its connection to it
-    // (tcp_probe.cpp): the last call whose part it has done, or finished.
-    // Sealed from then on: no later call's part can be done (part_done), so
-    // what it said stays true whichever peer asks, and when.
-    uint64_t vouch();
+    // (tcp_probe.cpp), or one that failed a call with `code` and asks about
+    // it (tcp_recover.cpp): the last call whose part it has done, or
+    // finished. Sealed from then on: no later call's part can be done
+    // (part_done), so what it said stays true whichever peer asks, and when.
+    uint64_t vouch(chorus_result_t code = CHORUS_ERR_PEER_FAILURE);
+    // What this rank tells a peer whose deadline passed in call `seq`'s
+    // verdict round (collectives/verdict/agree.cpp): true when its part of
+    // that call, or of a later one, is done (its have is sent or about to
+    // be), and then nothing is sealed; false when it is not, and then it is
+    // sealed as by vouch(code): it will not do that part.
+    bool done_or_seal(uint64_t seq, chorus_result_t code);
+    // The code of the failure that sealed this slot (the asker's verdict,
+    // which a call that finds itself sealed takes too): the first sealer's.
+    chorus_result_t seal_code() const;
     // The result of replicated call `sig` (collectives/verdict/recover.hpp),
     // kept before its part is marked done, for a survivor that failed it.
     void keep(const CallSignature& sig, std::span<const std::byte> result);
@@ -91,8 +102,14 @@ class CallBoard {
     void write(const CallProgress& p);
     std::atomic<uint64_t> version_{0};  // odd while a write is under way
     std::array<std::atomic<uint64_t>, kWords> words_{};
-    // The last call whose part is done, shifted left by one; bit 0: sealed.
-    // One word, so that part_done and vouch (other threads) race safely.
+    // The last call whose part is done, shifted left by kSeqShift; bit 0:
+    // sealed; bits 1-7: the sealer's code. One word, so that part_done and
+    // vouch (other threads) race safely.
+    static constexpr uint64_t kSealed = 1;
+    static constexpr unsigned kCodeShift = 1;
+    static constexpr uint64_t kCodeMask = 0x7f;
+    static constexpr unsigned kSeqShift = 8;
+    static uint64_t sealed_word(uint64_t word, chorus_result_t code);
     std::atomic<uint64_t> part_{0};
     // The two latest kept results, by sequence number's parity: a rank asked
     // about call k may already be keeping k + 1 (which then fails, sealed).

@@ -44,8 +44,12 @@ class RoutedTransport final : public Transport {
   }
   bool reports_progress() const override { return control().reports_progress(); }
   int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
-                     std::span<std::byte> result) override {
-    return control().recover_result(tag, sig, peers, result);
+                     std::span<std::byte> result,
+                     chorus_result_t code = CHORUS_ERR_PEER_FAILURE) override {
+    return control().recover_result(tag, sig, peers, result, code);
+  }
+  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) override {
+    return control().parts_done(tag, sig, peers);
   }
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;

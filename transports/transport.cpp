@@ -179,6 +179,13 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
       }
     }
   }
+  if (pending && !failed) {
+    // One last look after the deadline: what arrived in its last instant
+    // (a peer's have, just before that peer left) still counts. Without
+    // it, a rank failed a call every peer finished.
+    transport.poll();
+    pending = first_pending(requests, &failed);
+  }
   for (const auto& r : requests)
     if (r && r->completion().failed()) r->completion().rethrow_if_failed();
   if (pending) {

@@ -212,16 +212,29 @@ class Transport {
   // The calls the first failure spares (empty when none, or not failed).
   virtual Spared spared() const { return {}; }
 
-  // After this rank failed call `sig` (in tag's space) on a peer failure:
-  // asks every one of `peers` (the call's other ranks) still alive whether
-  // it finished the call, sealing the call where it did not, and copies the
+  // After this rank failed call `sig` (in tag's space) with `code` (a peer
+  // failure, or its deadline): asks every one of `peers` (the call's other
+  // ranks) still alive whether it finished the call, sealing the call where
+  // it did not (with `code`: CallBoard::Slot::seal_code), and copies the
   // kept result of one that did into `result`
   // (collectives/verdict/recover.hpp). Returns that peer's rank, or -1 when
   // no live peer finished it, or this transport cannot ask.
   virtual int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
-                             std::span<std::byte> result) {
-    (void)tag, (void)sig, (void)peers, (void)result;
+                             std::span<std::byte> result,
+                             chorus_result_t code = CHORUS_ERR_PEER_FAILURE) {
+    (void)tag, (void)sig, (void)peers, (void)result, (void)code;
     return -1;
+  }
+  // After this rank's deadline passed in call `sig`'s verdict round, its
+  // own have sent: asks each of `peers` (those whose have it still waits
+  // for) whether its part of the call is done (its have sent or about to
+  // be), sealing it where not (CallBoard::Slot::done_or_seal, with
+  // CHORUS_ERR_TIMEOUT). True when every one answered that it is; false
+  // when one is not, one cannot be asked or does not answer, or this
+  // transport cannot ask (collectives/verdict/agree.cpp).
+  virtual bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) {
+    (void)tag, (void)sig, (void)peers;
+    return false;
   }
 
   // A data transport under a control channel (RoutedTransport) does not

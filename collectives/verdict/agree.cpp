@@ -10,6 +10,14 @@
 namespace chorus {
 namespace {
 
+// A deadline that passes in the round, after this rank sent its have, is
+// not yet a verdict: a peer that got that have and every other may finish
+// the call. The peers still awaited are asked whether their part is done
+// (sealing it where not); when every one's is, their haves are on their way
+// and the wait goes on, kExtension at a time, at most kMaxExtensions times.
+constexpr auto kExtension = std::chrono::seconds(1);
+constexpr int kMaxExtensions = 10;
+
 void agree_over_transport(CollectiveContext& ctx) {
   std::vector<RequestPtr> pending;
   pending.reserve(2 * static_cast<std::size_t>(ctx.size() - 1));
@@ -17,11 +25,12 @@ void agree_over_transport(CollectiveContext& ctx) {
     if (r != ctx.rank()) pending.push_back(ctx.await_confirmation(r));
   for (int r = 0; r < ctx.size(); ++r)
     if (r != ctx.rank()) pending.push_back(ctx.confirm(r));
+  int extensions = 0;
   while (!pending.empty()) {
     try {
       ctx.wait(pending);
       return;
-    } catch (const IoError&) {
+    } catch (const IoError& e) {
       // A gone peer's requests fail, or the wait's own health check finds
       // it gone first (a routed transport asks the control channel while
       // UCX still holds the request): either way it is not waited for.
@@ -41,8 +50,23 @@ void agree_over_transport(CollectiveContext& ctx) {
         if (q->completion().failed()) std::rethrow_exception(error);
         left.push_back(q);
       }
-      if (!dropped) throw;
       pending = std::move(left);
+      // What came while the wait reported its timeout (the peers' status
+      // comes behind their have on the stream) completes the round.
+      if (dropped || pending.empty()) continue;
+      if (e.code() != CHORUS_ERR_TIMEOUT || extensions == kMaxExtensions) throw;
+      std::vector<int> awaited;  // the peers whose have has not come
+      for (const RequestPtr& q : pending)
+        if (!q->is_send() && std::find(awaited.begin(), awaited.end(), q->peer()) == awaited.end())
+          awaited.push_back(q->peer());
+      if (awaited.empty() || !ctx.transport.parts_done(ctx.tag, ctx.sig, awaited)) throw;
+      ++extensions;
+      static spdlog::logger& log = logger("coll");
+      log.warn(
+          "rank {}: {}: the deadline passed in the verdict round, but every peer still "
+          "awaited has done its part: waiting {} s more for its have",
+          ctx.team.member(ctx.rank()), describe(ctx.sig), kExtension.count());
+      ctx.deadline = Deadline::after(kExtension);
     }
   }
 }

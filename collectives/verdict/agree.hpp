@@ -23,11 +23,17 @@
 // received per rank (a frame header each over TCP); over shared memory one
 // counter written and n read.
 //
+// A deadline that passes in step 2 is not yet a verdict: this rank's have
+// is sent, so a peer may finish the call. The peers still awaited are asked
+// whether their part is done (Transport::parts_done, sealing it where not):
+// if every one's is, their haves are on their way and the wait goes on; if
+// one's is not, that peer will not do it, and the call fails everywhere.
+//
 // Still open: two failures within one call (a rank that fails the call and
-// then dies before its notice reaches every peer), a deadline that expires
-// while the last have is on its way, and a connection the network drops
-// between two live ranks (each takes the other for gone; a rank that drops
-// a corrupted stream tells its peer first: transports/tcp/tcp_receive.cpp).
+// then dies before its notice reaches every peer), and a peer asked on a
+// deadline that is alive but answers nothing (a process stopped whole). A
+// connection the network drops between two live ranks is settled by the
+// probe (tcp_probe.cpp).
 #pragma once
 
 #include "collectives/context.hpp"

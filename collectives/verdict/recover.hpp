@@ -13,14 +13,16 @@
 //
 // Without the round, a rank that dies in the middle of a call leaves the
 // survivors that got all they needed from it finishing the call and the
-// others failing it. Steps, at a rank that failed replicated call k with
-// CHORUS_ERR_PEER_FAILURE:
+// others failing it; so does a deadline that passes on one rank after every
+// peer got its part. Steps, at a rank that failed replicated call k with
+// CHORUS_ERR_PEER_FAILURE or CHORUS_ERR_TIMEOUT:
 //   1. ask every live peer in the call about call k (TCP: an ask frame on
 //      the control stream, answered by the peer's progress thread, so a
 //      peer busy in user code answers too);
 //   2. the peer seals its part of the communicator's calls (as vouching
-//      does, CallBoard::Slot::vouch: no later part is done there) and
-//      answers whether its part of k was done, with its kept result if so;
+//      does, CallBoard::Slot::vouch: no later part is done there, and one
+//      found sealed fails with the asker's code) and answers whether its
+//      part of k was done, with its kept result if so;
 //   3. the first "finished" answer's result is copied in and the call
 //      succeeds here; when every live peer answered "not finished", the call
 //      fails as before.

@@ -318,31 +318,24 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     if (round) {
       // A peer cut off from this rank may have been told its part was not
       // done (tcp_probe.cpp): then it takes no part in the round.
-      if (!board.part_done(sig)) {
-        link_->transport->check_call(world_.tag, sig);
-        throw IoError(CHORUS_ERR_PEER_FAILURE,
-                      fmt::format("peer failure: rank {} lost a connection to a peer during {}",
-                                  rank(), describe(sig)));
-      }
+      if (!board.part_done(sig)) throw sealed_error(sig, "lost a connection to a peer during");
       agree_on_verdict(ctx);
     } else if (result) {
       // Kept before the part is marked done: a survivor that asks about
       // this call once it is marked finds the result (recover.hpp).
       board.keep(sig, *result);
-      if (!board.part_done(sig)) {
-        link_->transport->check_call(world_.tag, sig);
-        throw IoError(CHORUS_ERR_PEER_FAILURE,
-                      fmt::format("peer failure: rank {} was asked by a peer that failed {} "
-                                  "before this rank finished it",
-                                  rank(), describe(sig)));
-      }
+      if (!board.part_done(sig))
+        throw sealed_error(sig, "was asked, before it finished, by a peer that failed");
     }
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {
     // No peer finishes a call this rank never started (each needs its part).
-    if (result && started && !round && e.code() == CHORUS_ERR_PEER_FAILURE &&
-        recovered_from_survivor(sig, *result, e.what()))
+    // A deadline that passed here may have passed after every peer got this
+    // rank's part: one of them may have finished the call too.
+    if (result && started && !round &&
+        (e.code() == CHORUS_ERR_PEER_FAILURE || e.code() == CHORUS_ERR_TIMEOUT) &&
+        recovered_from_survivor(sig, *result, e.code(), e.what()))
       return nullptr;
     comm_log().error("rank {}: {} failed: {}", rank(), describe(sig), e.what());
     board.leave(sig, false);
@@ -367,18 +360,36 @@ VerdictPlan Communicator::verdict_for(const CollectiveCall& call, const CallShap
 }
 
 bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
-                                           const std::string& why) {
+                                           chorus_result_t code, const std::string& why) {
   std::vector<int> peers;
   for (int r = 0; r < size(); ++r)
     if (r != rank()) peers.push_back(world_.member(r));
-  const int from = link_->transport->recover_result(world_.tag, sig, peers, result);
+  const int from = link_->transport->recover_result(world_.tag, sig, peers, result, code);
   if (from < 0) return false;
   CallBoard::Slot& board = *progress_;
   board.keep(sig, result);  // for a survivor that asks this rank in turn
   board.leave(sig, true);
   comm_log().warn("rank {}: {} failed here ({}), but rank {} had finished it: its result is taken",
                   rank(), describe(sig), why, world_.index_of(from));
+  // The peers this rank asked are sealed: none takes part in a later call.
+  // A dead peer failed the communicator already; after a deadline it fails
+  // here, sparing this call, with the deadline's message for later calls.
+  if (code == CHORUS_ERR_TIMEOUT)
+    fail(code, fmt::format("rank {}: {} (its result was then taken from rank {})", rank(), why,
+                           world_.index_of(from)));
   return true;
+}
+
+IoError Communicator::sealed_error(const CallSignature& sig, std::string_view what) {
+  // The failure that sealed this rank may have told it already: its notice
+  // is the verdict then, word for word.
+  link_->transport->check_call(world_.tag, sig);
+  const chorus_result_t code = progress_->seal_code();
+  if (code == CHORUS_ERR_TIMEOUT)
+    return IoError(code, fmt::format("timed out: rank {} was asked by a peer whose deadline "
+                                     "passed before this rank's part of {} was done",
+                                     rank(), describe(sig)));
+  return IoError(code, fmt::format("peer failure: rank {} {} {}", rank(), what, describe(sig)));
 }
 
 void Communicator::finish_turn(uint64_t seq) {

@@ -32,6 +32,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,7 @@
 #include "base/core/config.hpp"
 #include "base/core/contract.hpp"
 #include "base/core/dtype.hpp"
+#include "base/core/error.hpp"
 #include "base/core/scratch.hpp"
 #include "base/topology/host.hpp"
 #include "collectives/call.hpp"
@@ -211,11 +213,17 @@ class Communicator {
   std::exception_ptr execute(const CallSignature& sig, const Deadline& deadline,
                              std::size_t segment_bytes, const Body& body,
                              const VerdictPlan& verdict);
-  // After replicated call `sig` failed here on a peer failure (`why`): asks
-  // the live peers whether one finished it, and if so takes its result into
-  // `result` and marks the call finished here (recover.hpp).
+  // After replicated call `sig` failed here with `code` (a peer failure or
+  // the deadline; `why`): asks the live peers whether one finished it, and
+  // if so takes its result into `result` and marks the call finished here
+  // (recover.hpp).
   bool recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
-                               const std::string& why);
+                               chorus_result_t code, const std::string& why);
+  // The error of call `sig` when this rank finds its part sealed (a peer
+  // asked about it, or lost its connection: CallBoard::Slot::part_done),
+  // with the sealer's code: "peer failure: rank R <what> <call>" (or, sealed
+  // by a peer's deadline, a timeout that says so).
+  IoError sealed_error(const CallSignature& sig, std::string_view what);
   // How `call`, run by `algo` as `sig`, reaches one verdict on every rank
   // (plan.hpp).
   VerdictPlan verdict_for(const CollectiveCall& call, const CallShape& shape,

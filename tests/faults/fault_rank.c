@@ -21,7 +21,7 @@
  *                more call and prints "after RANK CODE", which must fail
  *   killed-during  makes the call, and dies (SIGALRM, whose default action
  *                ends the process) FAULT_KILL_US microseconds after it began
- *                (default: a random delay below 3000): in the middle of the
+ *                (rN: a random delay below N; default r3000): in the middle of the
  *                call, or just after it. Every survivor must reach the same
  *                verdict, success or PEER_FAILURE (CHORUS_AGREE=1; without
  *                the verdict round they may not: docs/architecture.md)
@@ -38,6 +38,11 @@
  *                others make it 1 s later with the default deadline (always
  *                blocking: a non-blocking call's deadline is CHORUS_TIMEOUT,
  *                and a wait that times out leaves the call running)
+ *   deadline-during  makes the call at once with a 300 ms deadline, while
+ *                each other rank makes it FAULT_KILL_US microseconds (default
+ *                a random delay below 3000) before that deadline passes:
+ *                it passes at a random moment of their call. Every rank must
+ *                reach the same verdict, success or TIMEOUT
  *   kind         calls broadcast (root 0) instead (allreduce instead of a
  *                broadcast)
  *   count        passes COUNT + 1 elements per block
@@ -251,11 +256,18 @@ static void cut_connections(int sig) {
   cut_done = 1;
 }
 
-/* SIGALRM FAULT_KILL_US microseconds from now (default: a random delay below 3000). */
-static void alarm_soon(void) {
+/* FAULT_KILL_US: N microseconds, or rN: a random delay below N (default r3000). */
+static long fault_delay_us(void) {
   const char* given = getenv("FAULT_KILL_US");
   srand((unsigned)(now_ms() ^ (long long)getpid()));
-  const long delay_us = given ? atol(given) : rand() % 3000;
+  if (given && given[0] != 'r') return atol(given);
+  const long below = given && atol(given + 1) > 0 ? atol(given + 1) : 3000;
+  return rand() % below;
+}
+
+/* SIGALRM fault_delay_us() from now. */
+static void alarm_soon(void) {
+  const long delay_us = fault_delay_us();
   struct itimerval at = {{0, 0}, {delay_us / 1000000, delay_us % 1000000 + 1}};
   setitimer(ITIMER_REAL, &at, NULL);
 }
@@ -407,6 +419,16 @@ int main(int argc, char** argv) {
       rc = make_call(comm, size, &call, 300, BLOCKING);
     } else {
       sleep_ms(1000);
+      rc = make_call(comm, size, &call, 0, BLOCKING);
+    }
+  } else if (strcmp(fault, "deadline-during") == 0) {
+    if (faulty) {
+      say("fault %d %lld\n", rank, now_ms() + 300);
+      rc = make_call(comm, size, &call, 300, BLOCKING);
+    } else {
+      const long lead_us = fault_delay_us();
+      struct timespec until = {0, (300000 - (lead_us < 300000 ? lead_us : 0)) * 1000L};
+      nanosleep(&until, NULL);
       rc = make_call(comm, size, &call, 0, BLOCKING);
     }
   } else if (strcmp(fault, "root") == 0) {

@@ -75,6 +75,56 @@ TEST_CASE("recover: when no live peer finished the call, each is sealed and none
   close_world(world);
 }
 
+TEST_CASE("recover: a peer sealed by an asker whose deadline passed fails with its code") {
+  // A deadline that passed on rank 0 after the peers got its part: rank 1
+  // finished, rank 2 not yet. Rank 0 takes rank 1's result; rank 2, sealed,
+  // fails the call with rank 0's code (then asks in turn, and takes it too).
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r6/");
+  const CallSignature sig = sig_of(4, 16);
+  const auto result = result_of(16, 4);
+  finish_call(*world[1], sig, result);
+  world[2]->board().slot(kTag).enter(sig);
+  world[0]->board().slot(kTag).enter(sig);
+  std::vector<std::byte> got(16);
+  CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got, CHORUS_ERR_TIMEOUT) == 1);
+  CHECK(got == result);
+  CallBoard::Slot& late = world[2]->board().slot(kTag);
+  late.keep(sig, result_of(16, 2));
+  CHECK_FALSE(late.part_done(sig));
+  CHECK(late.seal_code() == CHORUS_ERR_TIMEOUT);
+  // A peer failure's ask seals with its own code; the first sealer's stays.
+  CHECK(world[1]->board().slot(kTag).seal_code() == CHORUS_ERR_TIMEOUT);
+  world[0]->board().slot(kTag).leave(sig, false);
+  std::vector<std::byte> again(16);
+  const std::vector<int> rank2 = {2};
+  CHECK(world[0]->recover_result(kTag, sig, rank2, again) == -1);
+  CHECK(late.seal_code() == CHORUS_ERR_TIMEOUT);
+  close_world(world);
+}
+
+TEST_CASE("round deadline: peers whose part is done say so and stay unsealed; others are sealed") {
+  // Rank 0's deadline passed in #4's verdict round, its have sent. Rank 1's
+  // part is done (its have is on its way): it says so and is not sealed, so
+  // its later calls go on. Rank 2's is not: it is sealed with the code of a
+  // deadline, and its part of #4 will not be done.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r7/");
+  const CallSignature sig = sig_of(4, 1 << 20);
+  for (int r = 0; r < 3; ++r) world[r]->board().slot(kTag).enter(sig);
+  REQUIRE(world[1]->board().slot(kTag).part_done(sig));
+  CHECK(world[0]->parts_done(kTag, sig, kRank1));
+  CHECK(world[1]->board().slot(kTag).part_done(sig_of(5, 16)));  // not sealed
+  const std::vector<int> both = {1, 2};
+  CHECK_FALSE(world[0]->parts_done(kTag, sig, both));
+  CallBoard::Slot& late = world[2]->board().slot(kTag);
+  CHECK_FALSE(late.part_done(sig));
+  CHECK(late.seal_code() == CHORUS_ERR_TIMEOUT);
+  // A peer already past the call counts as done too.
+  CHECK(world[0]->parts_done(kTag, sig, kRank1));
+  close_world(world);
+}
+
 TEST_CASE("recover: a peer already keeping the next call's result still has the asked one") {
   // Rank 1 finished #4 and is inside #5 (kept, its part not marked yet) when
   // rank 0, which failed #4, asks: the answer is #4's result, and #5 fails

@@ -632,6 +632,11 @@ enum class Rank1 {
   dropped_finished,
   // Alive, its end of the connection lost: it probes rank 0, its part of #4 done
   probes_finished,
+  // Alive, its have late: rank 0's deadline passes in the round and it asks
+  // whether rank 1's part is done. Rank 1 says yes and its have follows, or
+  // says no (sealed, it will send none).
+  late_have,
+  late_not_done,
 };
 
 // Checks made on the threads that play rank 1 (Catch's assertions belong to
@@ -698,8 +703,9 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
   rank0.board().slot(tag).part_done(sig);  // as Communicator::execute marks it for the round
   Team team = Team::of(rank0, {0, 1}, tag, nullptr, "world");
   ScratchPool scratch;
+  const bool late = what == Rank1::late_have || what == Rank1::late_not_done;
   const auto deadline =
-      Deadline::after(std::chrono::milliseconds(what == Rank1::silent ? 300 : 10000));
+      Deadline::after(std::chrono::milliseconds(what == Rank1::silent || late ? 300 : 10000));
   CollectiveContext ctx = CollectiveContext::over(team, scratch, sig, deadline, 0, Spin{});
   auto send_frame = [&](FrameType type, uint32_t frame_tag, const CallSignature& s,
                         std::span<const std::byte> payload) {
@@ -737,7 +743,33 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
       ::shutdown(pair.fd.get(), SHUT_RDWR);  // as a reset by the network
       break;
     case Rank1::probes_finished:
+    case Rank1::late_have:
+    case Rank1::late_not_done:
       break;
+  }
+  // Rank 1 reads what rank 0 sends (its have, its announcements) up to the
+  // ask about #4's part, answers it, and then sends its have or nothing.
+  std::future<bool> asked_part_done;
+  if (late) {
+    asked_part_done = std::async(std::launch::async, [&] {
+      while (true) {
+        FrameHeader h{};
+        read_exact(pair.fd.get(), writable_bytes_of(h), Deadline::after(std::chrono::seconds(10)));
+        std::vector<std::byte> payload(h.length);
+        read_exact(pair.fd.get(), payload, Deadline::after(std::chrono::seconds(10)));
+        if (static_cast<FrameType>(h.type) != FrameType::ask) continue;
+        expect(h.sig == sig, "the ask is about #4");
+        const bool part_done = (h.flags & kAskPartDone) != 0;
+        auto answer = make_frame(FrameType::answer, h.tag, 0, h.sig);
+        answer.flags = what == Rank1::late_have ? kAnswerPartDone : 0;
+        write_all(pair.fd.get(), bytes_of(answer), Deadline::after(std::chrono::seconds(10)));
+        if (what == Rank1::late_have) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          send_frame(FrameType::data, tag, sig, {});
+        }
+        return part_done;
+      }
+    });
   }
   const uint32_t space = tag >> Spared::kSpaceShift;
   // Rank 1's side of a probe, while rank 0 waits in the round.
@@ -771,6 +803,7 @@ chorus_result_t verdict_with(Rank1 what, std::string* message, bool* notice_back
     code = e.code();
     if (message) *message = e.what();
   }
+  if (asked_part_done.valid()) CHECK(asked_part_done.get());
   if (rank0_finished.valid()) {  // rank 0 told rank 1 its part of #4 was done
     const Spared told = rank0_finished.get();
     CHECK(told.covers(tag, sig));
@@ -811,6 +844,17 @@ TEST_CASE("verdict round: a peer alive but silent is waited for until the deadli
   std::string message;
   CHECK(verdict_with(Rank1::silent, &message) == CHORUS_ERR_TIMEOUT);
   CHECK_THAT(message, Catch::Contains("rank 1"));
+}
+
+TEST_CASE("verdict round: a deadline that passes while a done peer's have is on its way") {
+  // Rank 0's own have is sent: rank 1, with every have, may finish the call.
+  // Asked, it says its part is done, so rank 0 waits for the have and
+  // finishes too (failing there, the two would disagree).
+  CHECK(verdict_with(Rank1::late_have, nullptr) == CHORUS_SUCCESS);
+  // Its part not done, rank 1 is sealed and will send no have: both fail.
+  std::string message;
+  CHECK(verdict_with(Rank1::late_not_done, &message) == CHORUS_ERR_TIMEOUT);
+  CHECK_THAT(message, Catch::Contains("timed out"));
 }
 
 TEST_CASE("verdict round: a live peer whose connection drops is not taken for dead") {

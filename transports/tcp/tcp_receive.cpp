@@ -160,7 +160,7 @@ void TcpTransport::finish_payload(int peer) {
       break;
     }
     case FrameType::ask:
-      answer_ask_locked(peer, rx.header.tag, rx.header.sig);
+      answer_ask_locked(peer, rx.header);
       break;
     case FrameType::answer:
       take_answer_locked(peer);

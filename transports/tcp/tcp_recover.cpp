@@ -30,45 +30,35 @@ constexpr auto kAskTimeout = std::chrono::seconds(2);
 
 }  // namespace
 
-int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
-                                 std::span<std::byte> result) {
-  if (options_.isolate_peer_failures) return -1;
+int TcpTransport::send_asks_locked(uint32_t tag, const CallSignature& sig,
+                                   std::span<const int> peers, uint8_t flags,
+                                   chorus_result_t code) {
+  for (Peer& p : peers_) p.asked.reset();
   int asked = 0;
-  std::vector<std::pair<int, std::string>> by_listener;  // peer, its listener
-  {
-    std::lock_guard lock(mu_);
-    if (closing_) return -1;
-    for (Peer& p : peers_) p.asked.reset();
-    for (int peer : peers) {
-      if (peer < 0 || peer >= options_.size) continue;
-      Peer& p = peers_[peer];
-      if (peer != options_.rank && p.lost_alive && !p.said_goodbye && !p.address.empty())
-        by_listener.emplace_back(peer, p.address);
-      // Dead, cut off, or its stream ended: it cannot be asked here.
-      if (peer == options_.rank || !p.fd || p.lost || p.gone) continue;
-      p.asked = Asked{tag, sig};
-      SendOp op;
-      op.header = make_frame(FrameType::ask, tag, 0, sig);
-      enqueue_locked(peer, std::move(op));
-      ++asked;
-    }
+  for (int peer : peers) {
+    if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
+    Peer& p = peers_[peer];
+    // Dead, cut off, or its stream ended: it cannot be asked here.
+    if (!p.fd || p.lost || p.gone) continue;
+    p.asked.emplace();
+    p.asked->tag = tag;
+    p.asked->sig = sig;
+    SendOp op;
+    op.header = make_frame(FrameType::ask, tag, 0, sig);
+    op.header.flags = flags;
+    op.header.reserved = static_cast<uint32_t>(code);
+    enqueue_locked(peer, std::move(op));
+    ++asked;
   }
-  const auto deadline = Clock::now() + kAskTimeout;
-  for (const auto& [peer, address] : by_listener) {
-    std::vector<std::byte> kept;
-    if (!ask_through_listener(peer, address, tag, sig, Deadline::at(deadline), &kept)) continue;
-    if (kept.size() != result.size()) {
-      log().warn("rank {}: rank {} finished {} with a result of {} bytes, not {}", options_.rank,
-                 peer, describe(sig), kept.size(), result.size());
-      continue;
-    }
-    if (!result.empty()) std::memcpy(result.data(), kept.data(), result.size());
-    std::lock_guard lock(mu_);
-    for (Peer& p : peers_) p.asked.reset();  // later answers are to nothing asked
-    return peer;
-  }
-  if (asked == 0) return -1;
+  return asked;
+}
+
+template <typename OnAnswer>
+TcpTransport::Asking TcpTransport::collect_answers(const CallSignature& sig,
+                                                   Clock::time_point deadline,
+                                                   OnAnswer&& on_answer) {
   auto backoff = std::chrono::microseconds(20);
+  bool incomplete = false;
   while (true) {
     {
       std::lock_guard lock(mu_);
@@ -84,17 +74,19 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
         Peer& p = peers_[peer];
         if (!p.asked) continue;
         if (p.asked->answered) {
-          if (!p.asked->finished) continue;
-          if (p.asked->result.size() != result.size()) {
-            log().warn("rank {}: rank {} finished {} with a result of {} bytes, not {}",
-                       options_.rank, peer, describe(sig), p.asked->result.size(), result.size());
-            continue;
+          Asked answer = std::move(*p.asked);
+          p.asked.reset();  // filed once
+          if (on_answer(peer, answer)) {
+            for (Peer& q : peers_) q.asked.reset();  // later answers are to nothing asked
+            return Asking::stopped;
           }
-          if (!result.empty()) std::memcpy(result.data(), p.asked->result.data(), result.size());
-          p.asked.reset();
-          return peer;
+          continue;
         }
-        if (p.lost || p.gone) continue;  // it will not answer
+        if (p.lost || p.gone) {  // it will not answer
+          p.asked.reset();
+          incomplete = true;
+          continue;
+        }
         // An answer behind a large frame parked in the socket would never
         // come: the frame is read aside (its call failed here).
         if (p.rx.awaiting_recv) {
@@ -103,11 +95,12 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
         }
         waiting = true;
       }
-      if (!waiting) return -1;
+      if (!waiting) return incomplete ? Asking::incomplete : Asking::answered;
       if (Clock::now() >= deadline) {
-        log().warn("rank {}: not every live peer said within {} s whether it finished {}",
+        log().warn("rank {}: not every peer asked said within {} s where it is in {}",
                    options_.rank, kAskTimeout.count(), describe(sig));
-        return -1;
+        for (Peer& q : peers_) q.asked.reset();
+        return Asking::incomplete;
       }
     }
     std::this_thread::sleep_for(backoff);
@@ -115,25 +108,119 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
   }
 }
 
-void TcpTransport::answer_ask_locked(int peer, uint32_t tag, const CallSignature& sig) {
-  Peer& p = peers_[peer];
-  if (p.gone || !p.fd) return;
-  enqueue_locked(peer, answer_locked(peer, tag, sig));
+int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                                 std::span<std::byte> result, chorus_result_t code) {
+  if (options_.isolate_peer_failures) return -1;
+  int asked = 0;
+  std::vector<std::pair<int, std::string>> by_listener;  // peer, its listener
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return -1;
+    for (int peer : peers) {
+      if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
+      const Peer& p = peers_[peer];
+      if (p.lost_alive && !p.said_goodbye && !p.address.empty())
+        by_listener.emplace_back(peer, p.address);
+    }
+    asked = send_asks_locked(tag, sig, peers, 0, code);
+  }
+  const auto deadline = Clock::now() + kAskTimeout;
+  const auto take = [&](int peer, const std::vector<std::byte>& kept) {
+    if (kept.size() == result.size()) {
+      if (!result.empty()) std::memcpy(result.data(), kept.data(), result.size());
+      return true;
+    }
+    log().warn("rank {}: rank {} finished {} with a result of {} bytes, not {}", options_.rank,
+               peer, describe(sig), kept.size(), result.size());
+    return false;
+  };
+  for (const auto& [peer, address] : by_listener) {
+    std::vector<std::byte> kept;
+    if (!ask_through_listener(peer, address, tag, sig, code, Deadline::at(deadline), &kept) ||
+        !take(peer, kept))
+      continue;
+    std::lock_guard lock(mu_);
+    for (Peer& p : peers_) p.asked.reset();  // later answers are to nothing asked
+    return peer;
+  }
+  if (asked == 0) return -1;
+  int from = -1;
+  collect_answers(sig, deadline, [&](int peer, const Asked& answer) {
+    if (!answer.finished || !take(peer, answer.result)) return false;
+    from = peer;
+    return true;
+  });
+  return from;
 }
 
-TcpTransport::SendOp TcpTransport::answer_locked(int peer, uint32_t tag, const CallSignature& sig) {
+bool TcpTransport::parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) {
+  if (options_.isolate_peer_failures) return false;
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return false;
+    std::vector<int> to_ask;
+    for (int peer : peers) {
+      if (peer < 0 || peer >= options_.size || peer == options_.rank) return false;
+      const Peer& p = peers_[peer];
+      if (p.fd && !p.lost && !p.gone) {
+        to_ask.push_back(peer);
+        continue;
+      }
+      // It cannot be asked (it left, its stream ended): its last report
+      // (the answer to this wait's announcement) may say it finished.
+      const auto report = board().report(peer, tag);
+      if (!report ||
+          (report->progress.finished.seq < sig.seq && report->progress.current.seq <= sig.seq))
+        return false;
+    }
+    if (to_ask.empty()) return true;
+    if (send_asks_locked(tag, sig, to_ask, kAskPartDone, CHORUS_ERR_TIMEOUT) == 0) return false;
+  }
+  bool every_part_done = true;
+  const Asking asking =
+      collect_answers(sig, Clock::now() + kAskTimeout, [&](int, const Asked& answer) {
+        if (answer.part_done) return false;
+        every_part_done = false;
+        return true;  // one is enough: that peer is sealed, and the call fails
+      });
+  return asking == Asking::answered && every_part_done;
+}
+
+void TcpTransport::answer_ask_locked(int peer, const FrameHeader& ask) {
+  Peer& p = peers_[peer];
+  if (p.gone || !p.fd) return;
+  enqueue_locked(peer, answer_locked(peer, ask));
+}
+
+TcpTransport::SendOp TcpTransport::answer_locked(int peer, const FrameHeader& ask) {
   SendOp op;
+  const CallSignature& sig = ask.sig;
+  // The asker's verdict: a sealed call here fails with the same code.
+  const auto code = static_cast<chorus_result_t>(ask.reserved);
+  const bool known_code = code > CHORUS_SUCCESS && code <= CHORUS_ERR_NO_MEMORY;
+  const chorus_result_t seal_code = known_code ? code : CHORUS_ERR_PEER_FAILURE;
+  if (ask.flags & kAskPartDone) {
+    const bool done =
+        !options_.isolate_peer_failures && board().slot(ask.tag).done_or_seal(sig.seq, seal_code);
+    log().info(
+        "rank {}: rank {}'s deadline passed in the verdict round of {}; this rank's part "
+        "{}",
+        options_.rank, peer, describe(sig), done ? "is done" : "is not (sealed)");
+    op.header = make_frame(FrameType::answer, ask.tag, 0, sig);
+    op.header.flags = done ? kAnswerPartDone : 0;
+    return op;
+  }
   bool finished = false;
   if (!options_.isolate_peer_failures) {
-    CallBoard::Slot& slot = board().slot(tag);
+    CallBoard::Slot& slot = board().slot(ask.tag);
     // Sealed first: from now on no later call's part is done here, so a
     // "not finished" stays true for every rank that asks, whenever it asks.
-    finished = slot.vouch() >= sig.seq && slot.kept(sig.seq, op.owned);
+    finished = slot.vouch(seal_code) >= sig.seq && slot.kept(sig.seq, op.owned);
   }
   if (!finished) op.owned.clear();
   log().info("rank {}: rank {} asks whether this rank finished {}: {}", options_.rank, peer,
              describe(sig), finished ? "yes, the result goes to it" : "no (sealed)");
-  op.header = make_frame(FrameType::answer, tag, op.owned.size(), sig);
+  op.header = make_frame(FrameType::answer, ask.tag, op.owned.size(), sig);
   op.header.flags = finished ? kAnswerFinished : 0;
   return op;
 }
@@ -158,7 +245,7 @@ bool TcpTransport::finish_ask(Stranger& s, std::string* refusal) {
     *refusal = fmt::format("a frame of type {} where an ask belongs", h.type);
     return true;
   }
-  const SendOp op = answer_locked(from, h.tag, h.sig);
+  const SendOp op = answer_locked(from, h);
   const HelloAck ack{kHelloMagic, from};
   std::vector<std::byte> out(sizeof ack + sizeof op.header + op.owned.size());
   std::memcpy(out.data(), &ack, sizeof ack);
@@ -176,8 +263,8 @@ bool TcpTransport::finish_ask(Stranger& s, std::string* refusal) {
 }
 
 bool TcpTransport::ask_through_listener(int peer, const std::string& address, uint32_t tag,
-                                        const CallSignature& sig, const Deadline& deadline,
-                                        std::vector<std::byte>* result) {
+                                        const CallSignature& sig, chorus_result_t code,
+                                        const Deadline& deadline, std::vector<std::byte>* result) {
   try {
     Fd fd = bootstrap::connect_once(address, deadline);
     // The hello and the ask in one write: the peer reads both at once.
@@ -186,6 +273,7 @@ bool TcpTransport::ask_through_listener(int peer, const std::string& address, ui
       FrameHeader ask;
     } question{make_hello(options_.token, options_.rank, peer, options_.size, HelloPurpose::ask),
                make_frame(FrameType::ask, tag, 0, sig)};
+    question.ask.reserved = static_cast<uint32_t>(code);
     static_assert(sizeof question == sizeof(Hello) + sizeof(FrameHeader));
     write_all(fd.get(), bytes_of(question), deadline);
     HelloAck ack{};
@@ -222,6 +310,7 @@ void TcpTransport::take_answer_locked(int peer) {
   }
   p.asked->answered = true;
   p.asked->finished = (rx.header.flags & kAnswerFinished) != 0;
+  p.asked->part_done = (rx.header.flags & kAnswerPartDone) != 0;
   p.asked->result = std::move(rx.holding);
   rx.holding.clear();
 }

@@ -103,7 +103,9 @@ class TcpTransport final : public Transport {
   void lose_connection(int peer, const std::string& why) override;
   // tcp_recover.cpp: ask frames to the live peers, and their answers.
   int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
-                     std::span<std::byte> result) override;
+                     std::span<std::byte> result,
+                     chorus_result_t code = CHORUS_ERR_PEER_FAILURE) override;
+  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }
@@ -159,6 +161,7 @@ class TcpTransport final : public Transport {
     CallSignature sig;
     bool answered = false;
     bool finished = false;
+    bool part_done = false;         // a round's ask (kAskPartDone): its part is done
     std::vector<std::byte> result;  // its kept result, when finished
   };
   struct Peer {
@@ -232,10 +235,23 @@ class TcpTransport final : public Transport {
   const Spared& vouch_to(int peer);
   // tcp_recover.cpp (with mu_ held): a peer asks whether this rank finished
   // a call (answered from the board, sealing it); a peer's answer is filed.
-  void answer_ask_locked(int peer, uint32_t tag, const CallSignature& sig);
+  void answer_ask_locked(int peer, const FrameHeader& ask);
   void take_answer_locked(int peer);
-  // The answer to `peer`'s ask about `sig` (sealing the slot), on either path.
-  SendOp answer_locked(int peer, uint32_t tag, const CallSignature& sig);
+  // The answer to `peer`'s ask (sealing the slot where it says no), on
+  // either path.
+  SendOp answer_locked(int peer, const FrameHeader& ask);
+  // Sends an ask about `sig` (`flags`, the asker's `code`) to each of `peers`
+  // that its stream reaches; returns how many.
+  int send_asks_locked(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                       uint8_t flags, chorus_result_t code);
+  // Files the answers to the asks sent, calling on_answer(peer, answer) for
+  // each as it comes, until on_answer returns true (then: stopped), every
+  // asked peer answered (answered), or one cannot (lost, or not by
+  // `deadline`: incomplete). No lock held.
+  enum class Asking { stopped, answered, incomplete };
+  template <typename OnAnswer>
+  Asking collect_answers(const CallSignature& sig, Clock::time_point deadline,
+                         OnAnswer&& on_answer);
   // A stranger's hello is an ask (a live peer whose stream was lost): reads
   // its ASK frame and answers it on that connection. Returns whether the
   // stranger is done (answered, or *refusal); false: more to read.
@@ -243,8 +259,8 @@ class TcpTransport final : public Transport {
   // Asks `peer` through its listener at `address` (no lock held); true with
   // its kept result in *result when it finished the call.
   bool ask_through_listener(int peer, const std::string& address, uint32_t tag,
-                            const CallSignature& sig, const Deadline& deadline,
-                            std::vector<std::byte>* result);
+                            const CallSignature& sig, chorus_result_t code,
+                            const Deadline& deadline, std::vector<std::byte>* result);
   // A receive completed from the front of peer's unexpected frames of its tag.
   RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
                                      std::span<std::byte> data);

@@ -42,11 +42,15 @@ inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
 // answering rank is in (the header's signature; seq 0: none) and, as the
 // payload (StatusPayload), the last call it finished and the peer it waits on
 // (CallBoard).
-// ask: after this rank failed a call on a peer failure, whether the peer
-// finished it (tag and signature of the call, no payload;
-// collectives/verdict/recover.hpp). answer: the reply, with the asked call's
+// ask: after this rank failed a call (on a peer failure, or its deadline),
+// whether the peer finished it (tag and signature of the call, no payload,
+// the asker's result code in `reserved`; collectives/verdict/recover.hpp);
+// with flag kAskPartDone, after this rank's deadline passed in the call's
+// verdict round, whether the peer's part of it is done
+// (collectives/verdict/agree.cpp). answer: the reply, with the asked call's
 // tag and signature; flag kAnswerFinished set when the peer finished it, and
-// then its kept result as the payload (kMaxAnswerLength at most).
+// then its kept result as the payload (kMaxAnswerLength at most); flag
+// kAnswerPartDone set when its part is done (no payload).
 enum class FrameType : uint8_t {
   data = 1,
   goodbye = 2,
@@ -57,6 +61,8 @@ enum class FrameType : uint8_t {
   answer = 7
 };
 inline constexpr uint8_t kAnswerFinished = 1;
+inline constexpr uint8_t kAnswerPartDone = 2;
+inline constexpr uint8_t kAskPartDone = 1;
 inline constexpr uint64_t kMaxAnswerLength = uint64_t(1) << 20;
 
 struct StatusPayload {
