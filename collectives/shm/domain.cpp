@@ -306,11 +306,22 @@ namespace {
 bool totalled(Counter c) {
   return c != Counter::drained;
 }
+const char* const kCounterNames[] = {"arrival", "staged input", "reduced piece", "drained slot"};
 }  // namespace
 
 void Domain::publish(Counter c, uint64_t value) {
   SharedCounter& mine = counter(rank_, c);
-  mine.value.store(value, std::memory_order_seq_cst);
+  // A compare-exchange where a store would do (the same one locked
+  // instruction): a peer whose deadline passed may have sealed this counter
+  // (seal_lagging), and then this rank's step must not count.
+  uint64_t word = mine.value.load(std::memory_order_relaxed);
+  do {
+    if (word & kCounterSealed)
+      throw IoError(CHORUS_ERR_TIMEOUT,
+                    fmt::format("timed out: a peer's deadline passed before rank {} reached step "
+                                "{} of its {}",
+                                named(rank_), value, kCounterNames[static_cast<int>(c)]));
+  } while (!mine.value.compare_exchange_weak(word, value, std::memory_order_seq_cst));
   // Pairs with the waiter's sleepers increment + re-check (both seq_cst).
   if (totalled(c)) {
     SharedCounter& sum = total(c);
@@ -323,12 +334,39 @@ void Domain::publish(Counter c, uint64_t value) {
   }
 }
 
+uint64_t Domain::step(int r, Counter c) const {
+  // A sealed counter stays where it was: no rank goes past it.
+  return counter(r, c).value.load(std::memory_order_acquire) & ~kCounterSealed;
+}
+
 int Domain::first_behind(Counter c, uint64_t value, int from) const {
   for (int i = 0; i < layout_.ranks; ++i) {
     int r = (from + i) % layout_.ranks;
-    if (counter(r, c).value.load(std::memory_order_acquire) < value) return r;
+    if (step(r, c) < value) return r;
   }
   return -1;
+}
+
+void Domain::seal_lagging(Counter c, uint64_t value, const WaitSpec& spec,
+                          const std::vector<char>* gone) {
+  // This rank's own step is published: were it to fail now, the lagging
+  // ranks could still reach the step and finish the call with it. Sealing
+  // one of them first makes that impossible (publish fails there), and no
+  // rank passes this step; one that reached it meanwhile ends nothing.
+  for (int r = 0; r < layout_.ranks; ++r) {
+    if (r == rank_ || (gone && !gone->empty() && (*gone)[static_cast<std::size_t>(r)])) continue;
+    SharedCounter& theirs = counter(r, c);
+    uint64_t word = theirs.value.load(std::memory_order_acquire);
+    while (!(word & kCounterSealed) && word < value) {
+      if (theirs.value.compare_exchange_weak(word, word | kCounterSealed,
+                                             std::memory_order_seq_cst)) {
+        futex_wake_shared(&theirs.value);  // the others waiting on it fail too
+        if (totalled(c)) futex_wake_shared(&total(c).value);
+        throw_timeout(c, value, spec);
+      }
+    }
+    if (word & kCounterSealed) throw_timeout(c, value, spec);  // another waiter sealed it
+  }
 }
 
 template <typename Ready, typename WatchFn, typename TimedOut>
@@ -423,7 +461,7 @@ void Domain::wait_all(Counter c, uint64_t value, const WaitSpec& spec) {
     // not posted yet (each rank's own count is set before the total).
     return Watch{&w.value, &w.sleepers, summed ? first_behind(c, value, 0) : behind};
   };
-  wait_until(ready, watch, spec, [&] { throw_timeout(c, value, spec); });
+  wait_until(ready, watch, spec, [&] { seal_lagging(c, value, spec, nullptr); });
 }
 
 void Domain::wait_present(Counter c, uint64_t value, const WaitSpec& spec) {
@@ -436,8 +474,7 @@ void Domain::wait_present(Counter c, uint64_t value, const WaitSpec& spec) {
     if (total(c).value.load(std::memory_order_acquire) >= target) return true;
     for (int i = 0; i < layout_.ranks; ++i) {
       const int r = (behind + i) % layout_.ranks;
-      if (counter(r, c).value.load(std::memory_order_acquire) < value &&
-          (gone.empty() || !gone[static_cast<std::size_t>(r)])) {
+      if (step(r, c) < value && (gone.empty() || !gone[static_cast<std::size_t>(r)])) {
         behind = r;
         return false;
       }
@@ -447,7 +484,7 @@ void Domain::wait_present(Counter c, uint64_t value, const WaitSpec& spec) {
   auto watch = [&] { return Watch{&total(c).value, &total(c).sleepers, behind}; };
   WaitSpec marking = spec;
   marking.gone = &gone;
-  wait_until(ready, watch, marking, [&] { throw_timeout(c, value, spec); });
+  wait_until(ready, watch, marking, [&] { seal_lagging(c, value, spec, &gone); });
 }
 
 void Domain::check_peer(int r, const WaitSpec& spec) const {
@@ -466,7 +503,17 @@ void Domain::check_peer(int r, const WaitSpec& spec) const {
 void Domain::post_mail(uint64_t call, uint64_t digest) {
   MailHeader& m = mail(rank_, call);
   m.digest = digest;
-  m.posted.store(call + 1, std::memory_order_seq_cst);
+  // A compare-exchange where a store would do: a peer whose deadline passed
+  // may have sealed this word (wait_mail), and then this rank's input must
+  // not count. (It costs what the seq_cst store did: one locked instruction.)
+  uint64_t word = m.posted.load(std::memory_order_relaxed);
+  do {
+    if (word == sealed_mail(call))
+      throw IoError(CHORUS_ERR_TIMEOUT,
+                    fmt::format("timed out: a peer's deadline passed before rank {} posted its "
+                                "input (mail call {})",
+                                named(rank_), call));
+  } while (!m.posted.compare_exchange_weak(word, call + 1, std::memory_order_seq_cst));
   // Pairs with the sleeper's count + re-check (both seq_cst). The count's
   // line is written only by sleepers, so while nobody sleeps this read hits
   // this core's cache.
@@ -477,17 +524,32 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
                        const WaitSpec& spec) {
   for (int r = 0; r < layout_.ranks; ++r) {
     if (r == rank_) continue;
-    const MailHeader& m = mail(r, call);
+    MailHeader& m = mail(r, call);
     auto ready = [&] { return m.posted.load(std::memory_order_acquire) > call; };
     auto watch = [&] { return Watch{&m.posted, &mail_sleepers().sleepers, r}; };
     wait_until(ready, watch, spec, [&] {
+      // This rank's input is posted: were it to fail now, rank r could post
+      // and finish the call from it. Sealing r's word first makes that
+      // impossible (post_mail); if r posted meanwhile, the wait is over.
+      uint64_t word = m.posted.load(std::memory_order_acquire);
+      while (word <= call) {
+        if (m.posted.compare_exchange_weak(word, sealed_mail(call), std::memory_order_seq_cst)) {
+          futex_wake_shared(&m.posted);  // the others waiting on it fail too
+          throw IoError(CHORUS_ERR_TIMEOUT,
+                        fmt::format("{}rank {}: {} timed out in shared memory waiting for rank "
+                                    "{} to post its input (mail call {})",
+                                    where_are({named(r)}, spec), named(rank_), describe(sig),
+                                    named(r), call));
+        }
+      }
+    });
+    const uint64_t posted = m.posted.load(std::memory_order_acquire);
+    if (posted == sealed_mail(call))  // by another rank whose deadline passed first
       throw IoError(
           CHORUS_ERR_TIMEOUT,
           fmt::format("{}rank {}: {} timed out in shared memory waiting for rank {} to "
-                      "post its input (mail call {})",
+                      "post its input (mail call {}; a peer's deadline passed first)",
                       where_are({named(r)}, spec), named(rank_), describe(sig), named(r), call));
-    });
-    const uint64_t posted = m.posted.load(std::memory_order_acquire);
     CHORUS_CHECK(posted == call + 1, "rank {} posted mail call {} while rank {} waits for {}", r,
                  posted - 1, rank_, call);
     if (m.digest == digest) continue;
@@ -504,16 +566,15 @@ void Domain::wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest,
 }
 
 void Domain::throw_timeout(Counter c, uint64_t value, const WaitSpec& spec) const {
-  static const char* const names[] = {"arrival", "staged input", "reduced piece", "drained slot"};
   std::vector<int> lagging;
   for (int r = 0; r < layout_.ranks; ++r)
-    if (counter(r, c).value.load(std::memory_order_acquire) < value) lagging.push_back(named(r));
+    if (step(r, c) < value) lagging.push_back(named(r));
   throw IoError(CHORUS_ERR_TIMEOUT,
                 fmt::format("{}rank {}: {} timed out in shared memory waiting for the {} of "
                             "rank(s) {} (step {})",
                             where_are(lagging, spec), named(rank_),
                             spec.call ? describe(*spec.call) : std::string("wait"),
-                            names[static_cast<int>(c)], fmt::join(lagging, ", "), value));
+                            kCounterNames[static_cast<int>(c)], fmt::join(lagging, ", "), value));
 }
 
 std::string Domain::where_are(const std::vector<int>& ranks, const WaitSpec& spec) const {

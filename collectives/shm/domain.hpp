@@ -182,6 +182,10 @@ class Domain {
   // rank has posted `call` (acquire), and throws CHORUS_ERR_MISMATCH naming
   // both ranks if one posted another signature.
   // `digest` is signature_digest(sig), computed once per call.
+  // A wait whose deadline passes seals the awaited rank's word (kMailSealed)
+  // before it fails, unless that rank posted meanwhile: a rank that finds
+  // its word sealed fails its post, so no rank finishes a call from the
+  // input of a rank that timed out in it (every rank needs every input).
   void post_mail(uint64_t call, uint64_t digest);
   void wait_mail(uint64_t call, const CallSignature& sig, uint64_t digest, const WaitSpec& spec);
 
@@ -206,6 +210,10 @@ class Domain {
     std::atomic<uint64_t> posted;  // mail call + 1 once its data and digest are in place
     uint64_t digest;               // signature_digest of the call
   };
+  // posted | kMailSealed: a peer's deadline passed before this rank posted
+  // that call: its post fails, and so does every wait on it.
+  static constexpr uint64_t kMailSealed = uint64_t(1) << 63;
+  static constexpr uint64_t sealed_mail(uint64_t call) { return (call + 1) | kMailSealed; }
   struct Control {
     SharedCounter counters[kCounterCount];
     Announcement announcement;
@@ -219,6 +227,17 @@ class Domain {
   SharedCounter& counter(int rank, Counter counter) const;
   SharedCounter& total(Counter counter) const;  // sum over ranks (see publish)
   int first_behind(Counter counter, uint64_t value, int from) const;
+  // Rank r's step of `counter`, sealed or not.
+  uint64_t step(int r, Counter counter) const;
+  // A wait on `counter` reaching `value` whose deadline passed: seals the
+  // counter of a rank still behind (but the `gone`), so that it cannot
+  // reach the step, and throws the timeout; returns if every rank reached
+  // it meanwhile.
+  void seal_lagging(Counter counter, uint64_t value, const WaitSpec& spec,
+                    const std::vector<char>* gone);
+  // counter | kCounterSealed: a peer's deadline passed while this rank was
+  // behind: its publish fails, and no rank's wait passes it.
+  static constexpr uint64_t kCounterSealed = uint64_t(1) << 63;
   // Its `sleepers`: how many ranks sleep on some mail header (its poster wakes them).
   SharedCounter& mail_sleepers() const;
   // What a sleeping waiter watches: the word whose change wakes it, and the

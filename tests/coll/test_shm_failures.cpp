@@ -135,6 +135,28 @@ TEST_CASE("shm barrier: nobody leaves before everybody arrived", "[barrier][shm]
 
 namespace {
 
+// Two ranks' domains over one segment, joined on threads (no control channel).
+std::vector<std::unique_ptr<shm::Domain>> join_pair(
+    TcpStoreServer& server, std::vector<std::unique_ptr<TcpStoreClient>>& stores,
+    const std::string& key_prefix) {
+  std::vector<std::unique_ptr<shm::Domain>> domains(2);
+  stores.resize(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      stores[r] = std::make_unique<TcpStoreClient>(server.address(), "coll-test",
+                                                   Deadline::after(std::chrono::seconds(30)));
+      shm::Domain::Options o;
+      o.rank = r;
+      o.layout.ranks = 2;
+      o.name_prefix = shm::segment_name_prefix("coll-test");
+      o.key_prefix = key_prefix;
+      domains[r] = shm::Domain::join(*stores[r], o);
+    });
+  for (auto& t : threads) t.join();
+  return domains;
+}
+
 // A control channel that learns rank 1 left at the moment it is asked, just
 // after rank 1 posted its part (as a peer that posts and then destroys its
 // communicator between a wait's look at the counters and its question).
@@ -159,21 +181,8 @@ class LeftAfterPosting final : public test::NoDataTransport {
 // wait (its part is there), while one that left without posting has.
 TEST_CASE("shm: a peer that posted its part and left does not fail the wait", "[failure][shm]") {
   TcpStoreServer server("coll-test");
-  std::vector<std::unique_ptr<TcpStoreClient>> stores(2);
-  std::vector<std::unique_ptr<shm::Domain>> domains(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      stores[r] = std::make_unique<TcpStoreClient>(server.address(), "coll-test",
-                                                   Deadline::after(std::chrono::seconds(30)));
-      shm::Domain::Options o;
-      o.rank = r;
-      o.layout.ranks = 2;
-      o.name_prefix = shm::segment_name_prefix("coll-test");
-      o.key_prefix = "shm-left/";
-      domains[r] = shm::Domain::join(*stores[r], o);
-    });
-  for (auto& t : threads) t.join();
+  std::vector<std::unique_ptr<TcpStoreClient>> stores;
+  auto domains = join_pair(server, stores, "shm-left/");
   REQUIRE((domains[0] && domains[1]));
   LeftAfterPosting control(*domains[1]);
   shm::WaitSpec spec;
@@ -189,4 +198,46 @@ TEST_CASE("shm: a peer that posted its part and left does not fail the wait", "[
   } catch (const IoError& e) {
     CHECK_THAT(e.what(), Catch::Contains("rank 1 left"));
   }
+}
+
+// Rank 0 posted its part and its deadline passed waiting for rank 1's. Had
+// it only failed, rank 1 could post next and finish the call from rank 0's
+// part (the two would disagree). The timed-out wait seals rank 1's word
+// first: rank 1's post fails with the timeout, and so does the call there.
+TEST_CASE("shm: a deadline that passes seals the awaited rank's part", "[failure][shm]") {
+  TcpStoreServer server("coll-test");
+  std::vector<std::unique_ptr<TcpStoreClient>> stores;
+  auto domains = join_pair(server, stores, "shm-seal/");
+  REQUIRE((domains[0] && domains[1]));
+  shm::WaitSpec spec;
+  spec.deadline = Deadline::after(std::chrono::milliseconds(50));
+  const CallSignature sig = make_sig(CollectiveKind::allreduce, 3, 4, DataType::f32);
+  const uint64_t digest = signature_digest(sig);
+  // The latency path's mail.
+  domains[0]->post_mail(0, digest);
+  CHECK_THROWS_WITH(domains[0]->wait_mail(0, sig, digest, spec),
+                    Catch::Contains("waiting for rank 1 to post"));
+  try {
+    domains[1]->post_mail(0, digest);
+    FAIL("rank 1 posted its part after rank 0's deadline sealed it");
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+    CHECK_THAT(e.what(), Catch::Contains("deadline passed before rank 1 posted"));
+  }
+  // A counter (a barrier's arrival): the same.
+  domains[0]->publish(shm::Counter::arrived, 1);
+  spec.deadline = Deadline::after(std::chrono::milliseconds(50));
+  CHECK_THROWS_WITH(domains[0]->wait_all(shm::Counter::arrived, 1, spec),
+                    Catch::Contains("arrival of rank(s) 1"));
+  try {
+    domains[1]->publish(shm::Counter::arrived, 1);
+    FAIL("rank 1 arrived after rank 0's deadline sealed its arrival");
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+  }
+  // A rank that posted in time is not sealed: the wait goes on to success.
+  domains[1]->publish(shm::Counter::staged, 1);
+  domains[0]->publish(shm::Counter::staged, 1);
+  spec.deadline = Deadline::after(std::chrono::milliseconds(50));
+  CHECK_NOTHROW(domains[0]->wait_all(shm::Counter::staged, 1, spec));
 }
