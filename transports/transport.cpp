@@ -181,8 +181,8 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
   }
   if (pending && !failed) {
     // One last look after the deadline: what arrived in its last instant
-    // (a peer's have, just before that peer left) still counts. Without
-    // it, a rank failed a call every peer finished.
+    // (a peer's have, just before that peer left) still counts, and the
+    // wait ends as it would have a moment earlier.
     transport.poll();
     pending = first_pending(requests, &failed);
   }
