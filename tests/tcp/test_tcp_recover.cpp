@@ -42,6 +42,16 @@ void finish_call(TcpTransport& t, const CallSignature& sig, std::span<const std:
   slot.leave(sig, true);
 }
 
+// Ranks 0 and 2 inside call `sig`, their part not done; rank 1 finished it
+// with `result` kept.
+template <typename World>
+void only_rank1_finished(World& world, const CallSignature& sig,
+                         std::span<const std::byte> result) {
+  finish_call(*world[1], sig, result);
+  world[0]->board().slot(kTag).enter(sig);
+  world[2]->board().slot(kTag).enter(sig);
+}
+
 }  // namespace
 
 TEST_CASE("recover: a live peer that finished the call hands over its kept result") {
@@ -49,9 +59,7 @@ TEST_CASE("recover: a live peer that finished the call hands over its kept resul
   auto world = make_world(server, 3, "r1/");
   const CallSignature sig = sig_of(4, 64);
   const auto result = result_of(64, 4);
-  finish_call(*world[1], sig, result);
-  world[2]->board().slot(kTag).enter(sig);  // still inside, its part not done
-  world[0]->board().slot(kTag).enter(sig);
+  only_rank1_finished(world, sig, result);
   std::vector<std::byte> got(64);
   CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got) == 1);
   CHECK(got == result);
@@ -83,9 +91,7 @@ TEST_CASE("recover: a peer sealed by an asker whose deadline passed fails with i
   auto world = make_world(server, 3, "r6/");
   const CallSignature sig = sig_of(4, 16);
   const auto result = result_of(16, 4);
-  finish_call(*world[1], sig, result);
-  world[2]->board().slot(kTag).enter(sig);
-  world[0]->board().slot(kTag).enter(sig);
+  only_rank1_finished(world, sig, result);
   std::vector<std::byte> got(16);
   CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got, CHORUS_ERR_TIMEOUT) == 1);
   CHECK(got == result);
@@ -219,9 +225,7 @@ TEST_CASE("recover: a peer whose stream was dropped while alive is asked through
   auto world = make_world(server, 3, "r8/");
   const CallSignature sig = sig_of(4, 48);
   const auto result = result_of(48, 8);
-  finish_call(*world[1], sig, result);
-  world[0]->board().slot(kTag).enter(sig);
-  world[2]->board().slot(kTag).enter(sig);  // still inside, its part not done
+  only_rank1_finished(world, sig, result);
   world[0]->lose_connection(1, "the network dropped it (test)");
   const auto settled = Deadline::after(std::chrono::seconds(10));
   while (!first_error([&] { world[0]->check_call(kTag, sig); }) && !settled.expired())
