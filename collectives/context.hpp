@@ -3,6 +3,7 @@
 // (sent with every message), its deadline and tuning knobs.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -30,11 +31,16 @@ struct CollectiveContext {
   // team.shm: the shared-memory domain of the team's ranks when they share a
   // host and shared memory is allowed; null otherwise.
   shm::Domain* shm = nullptr;
+  // The context of a whole call (the communicator's), not of one stage of
+  // a composed algorithm: a root's release is then the call's commit point
+  // (commit).
+  bool whole_call = false;
+  int extensions = 0;  // of the deadline so far (wait)
 
   static CollectiveContext over(const Team& team, ScratchPool& scratch, const CallSignature& sig,
                                 const Deadline& deadline, std::size_t segment_bytes, Spin spin) {
-    return CollectiveContext{team,     *team.transport, scratch, team.tag, sig,
-                             deadline, segment_bytes,   spin,    team.shm};
+    return CollectiveContext{team, *team.transport, scratch, team.tag, sig, deadline, segment_bytes,
+                             spin, team.shm,        false,   0};
   }
 
   // Ranks and peers are the team's indices.
@@ -56,11 +62,34 @@ struct CollectiveContext {
   // before their verdict.
   RequestPtr confirm(int peer) { return send(peer, {}); }
   RequestPtr await_confirmation(int peer) { return recv(peer, {}); }
-  void wait(const RequestPtr& r) { wait_one(transport, r, deadline, spin, sig); }
-  void wait(std::span<const RequestPtr> rs) { wait_all(transport, rs, deadline, spin, sig); }
-  // Confirms to every other rank and waits until the confirmations are out
-  // (a root that has every part, or has heard from every rank).
+  // Waits as wait_all does, but a deadline that passes is not yet a verdict
+  // when every peer still waited on has done its part of the call (what it
+  // sends is on its way, what it receives has come): the deadline then
+  // moves on by kExtension, at most kMaxExtensions times. Asking seals a
+  // peer whose part is not done (Transport::parts_done): it will not do
+  // it, and the call fails on every rank.
+  static constexpr std::chrono::seconds kExtension{1};
+  static constexpr int kMaxExtensions = 10;
+  void wait(std::span<const RequestPtr> rs);
+  // After a wait on `pending` timed out: asks the peers of the requests not
+  // done, and moves the deadline on if every one's part is done. False when
+  // the timeout is the verdict.
+  bool extend_deadline(std::span<const RequestPtr> pending);
+  void wait(const RequestPtr& r) { wait(std::span<const RequestPtr>(&r, 1)); }
+  // A root's release (confirm_to_all, the broadcast's last confirmations)
+  // is the call's commit point: no rank finishes before it, and every rank
+  // can once it is sent. So the root marks its part done first
+  // (mark_part_done), or fails the call if a peer whose deadline passed
+  // sealed it. Only for the whole call: a stage of a composed algorithm is
+  // no commit point.
+  void commit() {
+    if (whole_call) mark_part_done(transport, tag, sig);
+  }
+  // The root's release: confirms to every other rank and waits until the
+  // confirmations are out (a root that has every part, or has heard from
+  // every rank).
   void confirm_to_all() {
+    commit();
     std::vector<RequestPtr> confirmations;
     for (int r = 0; r < size(); ++r)
       if (r != rank()) confirmations.push_back(confirm(r));

@@ -237,6 +237,22 @@ bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallS
   return false;
 }
 
+void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
+                    const CallSignature& sig) {
+  if (slot.part_done(sig)) return;
+  // The failure that sealed this rank may have told it already: its notice
+  // is the verdict then, word for word.
+  transport.check_call(tag, sig);
+  const chorus_result_t code = slot.seal_code();
+  if (code == CHORUS_ERR_TIMEOUT)
+    throw IoError(code, fmt::format("timed out: rank {} was asked by a peer whose deadline "
+                                    "passed before this rank's part of {} was done",
+                                    transport.rank(), describe(sig)));
+  throw IoError(code, fmt::format("peer failure: rank {} was asked about {}, before its part "
+                                  "was done, by a peer that failed or lost its connection to it",
+                                  transport.rank(), describe(sig)));
+}
+
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
               const CallSignature& call) {
   wait_all(transport, std::span<const RequestPtr>(&request, 1), deadline, spin, call);

@@ -314,6 +314,17 @@ void wait_all(Transport& transport, std::span<const RequestPtr> requests, const 
 // if it is not spared any more. What the verdict round asks of a peer it
 // does not hear from (collectives/verdict/agree.hpp).
 bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallSignature& sig);
+// This rank's part of the call is done: marks it on the board
+// (CallBoard::Slot::part_done), the point after which a peer that asks finds
+// it done. Where a peer sealed it first (it asked on its deadline, or lost
+// its connection to this rank), throws that peer's verdict instead, with
+// its code: this rank must not finish a call the sealer fails.
+// `slot`: the board's slot of tag's space, where the caller holds it.
+void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
+                    const CallSignature& sig);
+inline void mark_part_done(Transport& transport, uint32_t tag, const CallSignature& sig) {
+  mark_part_done(transport, transport.board().slot(tag), tag, sig);
+}
 
 void wait_one(Transport& transport, const RequestPtr& request, const Deadline& deadline, Spin spin,
               const CallSignature& call);

@@ -53,6 +53,9 @@ void run_broadcast_pipeline(CollectiveContext& ctx, void* buf, std::size_t count
   }
   ctx.wait(std::span<const RequestPtr>(sends).subspan(checked));
   ctx.wait(awaited);
+  // A rank that confirms and awaits no release after it is the releaser
+  // (the tree's root, the chain's end): its confirmations commit the call.
+  if (tree.released_by < 0 && !tree.confirms.empty()) ctx.commit();
   std::vector<RequestPtr> closing;
   for (int r : tree.confirms) closing.push_back(ctx.confirm(r));
   // Posted only now: from the root's children's view the release follows

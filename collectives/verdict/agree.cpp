@@ -10,14 +10,6 @@
 namespace chorus {
 namespace {
 
-// A deadline that passes in the round, after this rank sent its have, is
-// not yet a verdict: a peer that got that have and every other may finish
-// the call. The peers still awaited are asked whether their part is done
-// (sealing it where not); when every one's is, their haves are on their way
-// and the wait goes on, kExtension at a time, at most kMaxExtensions times.
-constexpr auto kExtension = std::chrono::seconds(1);
-constexpr int kMaxExtensions = 10;
-
 void agree_over_transport(CollectiveContext& ctx) {
   std::vector<RequestPtr> pending;
   pending.reserve(2 * static_cast<std::size_t>(ctx.size() - 1));
@@ -25,10 +17,10 @@ void agree_over_transport(CollectiveContext& ctx) {
     if (r != ctx.rank()) pending.push_back(ctx.await_confirmation(r));
   for (int r = 0; r < ctx.size(); ++r)
     if (r != ctx.rank()) pending.push_back(ctx.confirm(r));
-  int extensions = 0;
   while (!pending.empty()) {
     try {
-      ctx.wait(pending);
+      // Not ctx.wait: a gone peer is dropped below before any extension.
+      wait_all(ctx.transport, pending, ctx.deadline, ctx.spin, ctx.sig);
       return;
     } catch (const IoError& e) {
       // A gone peer's requests fail, or the wait's own health check finds
@@ -54,19 +46,9 @@ void agree_over_transport(CollectiveContext& ctx) {
       // What came while the wait reported its timeout (the peers' status
       // comes behind their have on the stream) completes the round.
       if (dropped || pending.empty()) continue;
-      if (e.code() != CHORUS_ERR_TIMEOUT || extensions == kMaxExtensions) throw;
-      std::vector<int> awaited;  // the peers whose have has not come
-      for (const RequestPtr& q : pending)
-        if (!q->is_send() && std::find(awaited.begin(), awaited.end(), q->peer()) == awaited.end())
-          awaited.push_back(q->peer());
-      if (awaited.empty() || !ctx.transport.parts_done(ctx.tag, ctx.sig, awaited)) throw;
-      ++extensions;
-      static spdlog::logger& log = logger("coll");
-      log.warn(
-          "rank {}: {}: the deadline passed in the verdict round, but every peer still "
-          "awaited has done its part: waiting {} s more for its have",
-          ctx.team.member(ctx.rank()), describe(ctx.sig), kExtension.count());
-      ctx.deadline = Deadline::after(kExtension);
+      // A deadline that passes here, after this rank sent its have, is not
+      // yet a verdict: a peer that got that have and every other may finish.
+      if (e.code() != CHORUS_ERR_TIMEOUT || !ctx.extend_deadline(pending)) throw;
     }
   }
 }

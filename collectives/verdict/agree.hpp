@@ -25,9 +25,10 @@
 //
 // A deadline that passes in step 2 is not yet a verdict: this rank's have
 // is sent, so a peer may finish the call. The peers still awaited are asked
-// whether their part is done (Transport::parts_done, sealing it where not):
-// if every one's is, their haves are on their way and the wait goes on; if
-// one's is not, that peer will not do it, and the call fails everywhere.
+// whether their part is done (CollectiveContext::extend_deadline, sealing
+// it where not): if every one's is, their haves are on their way and the
+// wait goes on; if one's is not, that peer will not do it, and the call
+// fails everywhere.
 //
 // Still open: two failures within one call (a rank that fails the call and
 // then dies before its notice reaches every peer), and a peer asked on a

@@ -15,7 +15,9 @@
 // Steps, per call (CHORUS_AGREE is A, CHORUS_KEEP_RESULT is K):
 //   1. calls of at least A bytes take the round (1: every call);
 //   2. communicators of two ranks, and one-verdict algorithms, need
-//      nothing more: one survivor has no one to split with;
+//      nothing more: one survivor has no one to split with (a deadline
+//      is settled by the asks of CollectiveContext::wait and the gate,
+//      mark_part_done, that every call passes);
 //   3. replicated calls whose result is in host memory and at most K bytes
 //      keep their result;
 //   4. every other call takes the round, unless A is 0 (the user chose

@@ -304,6 +304,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   }
   CollectiveContext ctx =
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes, wait_spin());
+  ctx.whole_call = true;
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   bool started = false;  // past the first check: peers may have finished it
@@ -315,18 +316,16 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
     link_->transport->check_call(world_.tag, sig);
     started = true;
     body(ctx);
-    if (round) {
-      // A peer cut off from this rank may have been told its part was not
-      // done (tcp_probe.cpp): then it takes no part in the round.
-      if (!board.part_done(sig)) throw sealed_error(sig, "lost a connection to a peer during");
-      agree_on_verdict(ctx);
-    } else if (result) {
-      // Kept before the part is marked done: a survivor that asks about
-      // this call once it is marked finds the result (recover.hpp).
-      board.keep(sig, *result);
-      if (!board.part_done(sig))
-        throw sealed_error(sig, "was asked, before it finished, by a peer that failed");
-    }
+    // Kept before the part is marked done: a survivor that asks about this
+    // call once it is marked finds the result (recover.hpp).
+    if (result) board.keep(sig, *result);
+    // A peer may have sealed this rank's part first: one whose deadline
+    // passed while it waited on this rank (CollectiveContext::wait), one
+    // that failed the call and asked for a result, or one cut off from this
+    // rank (tcp_probe.cpp). Then this rank fails the call as that peer does,
+    // and takes no part in the round.
+    mark_part_done(*link_->transport, board, world_.tag, sig);
+    if (round) agree_on_verdict(ctx);
     board.leave(sig, true);
     return nullptr;
   } catch (const Error& e) {
@@ -378,18 +377,6 @@ bool Communicator::recovered_from_survivor(const CallSignature& sig, std::span<s
     fail(code, fmt::format("rank {}: {} (its result was then taken from rank {})", rank(), why,
                            world_.index_of(from)));
   return true;
-}
-
-IoError Communicator::sealed_error(const CallSignature& sig, std::string_view what) {
-  // The failure that sealed this rank may have told it already: its notice
-  // is the verdict then, word for word.
-  link_->transport->check_call(world_.tag, sig);
-  const chorus_result_t code = progress_->seal_code();
-  if (code == CHORUS_ERR_TIMEOUT)
-    return IoError(code, fmt::format("timed out: rank {} was asked by a peer whose deadline "
-                                     "passed before this rank's part of {} was done",
-                                     rank(), describe(sig)));
-  return IoError(code, fmt::format("peer failure: rank {} {} {}", rank(), what, describe(sig)));
 }
 
 void Communicator::finish_turn(uint64_t seq) {

@@ -219,11 +219,6 @@ class Communicator {
   // (recover.hpp).
   bool recovered_from_survivor(const CallSignature& sig, std::span<std::byte> result,
                                chorus_result_t code, const std::string& why);
-  // The error of call `sig` when this rank finds its part sealed (a peer
-  // asked about it, or lost its connection: CallBoard::Slot::part_done),
-  // with the sealer's code: "peer failure: rank R <what> <call>" (or, sealed
-  // by a peer's deadline, a timeout that says so).
-  IoError sealed_error(const CallSignature& sig, std::string_view what);
   // How `call`, run by `algo` as `sig`, reaches one verdict on every rank
   // (plan.hpp).
   VerdictPlan verdict_for(const CollectiveCall& call, const CallShape& shape,

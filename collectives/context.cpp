@@ -1,0 +1,40 @@
+#include "collectives/context.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/core/error.hpp"
+#include "base/core/log.hpp"
+
+namespace chorus {
+
+void CollectiveContext::wait(std::span<const RequestPtr> rs) {
+  while (true) {
+    try {
+      wait_all(transport, rs, deadline, spin, sig);
+      return;
+    } catch (const IoError& e) {
+      if (e.code() != CHORUS_ERR_TIMEOUT || !extend_deadline(rs)) throw;
+    }
+  }
+}
+
+bool CollectiveContext::extend_deadline(std::span<const RequestPtr> pending) {
+  if (extensions == kMaxExtensions) return false;
+  std::vector<int> waited_on;
+  for (const RequestPtr& r : pending)
+    if (r && !r->done() &&
+        std::find(waited_on.begin(), waited_on.end(), r->peer()) == waited_on.end())
+      waited_on.push_back(r->peer());
+  if (waited_on.empty() || !transport.parts_done(tag, sig, waited_on)) return false;
+  ++extensions;
+  static spdlog::logger& log = logger("coll");
+  log.warn(
+      "rank {}: {}: the deadline passed, but every peer still waited on has done its part: "
+      "waiting {} s more",
+      team.member(rank()), describe(sig), kExtension.count());
+  deadline = Deadline::after(kExtension);
+  return true;
+}
+
+}  // namespace chorus

@@ -1,0 +1,137 @@
+// A deadline that passes inside a call's algorithm over TCP
+// (CollectiveContext::wait, mark_part_done): the peers waited on are asked
+// whether their part is done. Real ranks on threads, each playing its part
+// of the call on its call board.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include "base/core/error.hpp"
+#include "collectives/context.hpp"
+#include "tests/tcp/tcp_world.hpp"
+
+using namespace chorus;
+using namespace chorus::test;
+
+namespace {
+
+const uint32_t kTag = (9u << Spared::kSpaceShift) | 1;
+
+// Rank `rank`'s context for call `sig`, whose deadline passes after `ms`.
+struct RankCall {
+  Team team;
+  ScratchPool scratch;
+  CollectiveContext ctx;
+  RankCall(TcpTransport& t, const CallSignature& sig, int ms)
+      : team(Team::whole(t, kTag)),
+        ctx(CollectiveContext::over(team, scratch, sig, Deadline::after_ms(ms), 1 << 16, Spin{})) {
+    ctx.whole_call = true;
+    t.board().slot(kTag).enter(sig);
+  }
+};
+
+chorus_result_t code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IoError& e) {
+    return e.code();
+  }
+  return CHORUS_SUCCESS;
+}
+
+}  // namespace
+
+TEST_CASE("deadline: a peer that has done its part is waited on past the deadline") {
+  // Two ranks: rank 1's part of #3 is done (what it sends is on its way);
+  // rank 0's deadline passes before that message comes. It asks, hears
+  // "done", and waits on: the call succeeds on both, and rank 1 stays
+  // unsealed.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "d1/");
+  const CallSignature sig = sig_of(3, 2);
+  RankCall rank0(*world[0], sig, 50);
+  RankCall rank1(*world[1], sig, 5000);
+  mark_part_done(*world[1], kTag, sig);
+  const uint64_t sent = 0x1234567890abcdefULL;
+  uint64_t got = 0;
+  auto late_send = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    rank1.ctx.wait(rank1.ctx.send(0, std::as_bytes(std::span(&sent, 1))));
+  });
+  CHECK_NOTHROW(rank0.ctx.wait(rank0.ctx.recv(1, std::as_writable_bytes(std::span(&got, 1)))));
+  late_send.get();
+  CHECK(got == sent);
+  CHECK(rank0.ctx.extensions == 1);
+  CHECK(world[1]->board().slot(kTag).part_done(sig_of(4, 2)));  // not sealed
+  close_world(world);
+}
+
+TEST_CASE("deadline: a peer whose part is not done is sealed and fails the call as a timeout") {
+  // Rank 1 is inside #3 but has not done its part when rank 0's deadline
+  // passes: rank 0 fails with the timeout, and rank 1, sealed, cannot
+  // finish the call (it fails with the same code), whatever comes later.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "d2/");
+  const CallSignature sig = sig_of(3, 2);
+  RankCall rank0(*world[0], sig, 50);
+  RankCall rank1(*world[1], sig, 5000);
+  uint64_t got = 0;
+  CHECK(code_of([&] {
+          rank0.ctx.wait(rank0.ctx.recv(1, std::as_writable_bytes(std::span(&got, 1))));
+        }) == CHORUS_ERR_TIMEOUT);
+  CHECK(rank0.ctx.extensions == 0);
+  std::string message;
+  try {
+    mark_part_done(*world[1], kTag, sig);
+  } catch (const IoError& e) {
+    CHECK(e.code() == CHORUS_ERR_TIMEOUT);
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("deadline passed before this rank's part of allreduce #3"));
+  close_world(world);
+}
+
+TEST_CASE("deadline: a root sealed before its release sends no release") {
+  // Rank 1 awaits the root's release; its deadline passes first and it
+  // seals the root, whose part is not done. The root then fails at its
+  // commit point instead of releasing (no rank can finish), while a stage
+  // of a composed algorithm is no commit point and releases.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "d3/");
+  const CallSignature sig = sig_of(3, 0);
+  RankCall root(*world[0], sig, 5000);
+  RankCall rank1(*world[1], sig, 50);
+  RequestPtr release = rank1.ctx.await_confirmation(0);
+  CHECK(code_of([&] { rank1.ctx.wait(release); }) == CHORUS_ERR_TIMEOUT);
+  CHECK(code_of([&] { root.ctx.confirm_to_all(); }) == CHORUS_ERR_TIMEOUT);
+  rank1.ctx.deadline = Deadline::after_ms(100);
+  rank1.ctx.extensions = CollectiveContext::kMaxExtensions;  // no asking again
+  CHECK(code_of([&] { rank1.ctx.wait(release); }) == CHORUS_ERR_TIMEOUT);
+  root.ctx.whole_call = false;
+  CHECK_NOTHROW(root.ctx.confirm_to_all());
+  rank1.ctx.deadline = Deadline::after_ms(5000);
+  CHECK_NOTHROW(rank1.ctx.wait(release));
+  close_world(world);
+}
+
+TEST_CASE("deadline: a root whose release is under way is waited on past the deadline") {
+  // The root committed (its part is done) before rank 1's deadline passed:
+  // rank 1 asks, hears "done", and takes the release that follows.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "d4/");
+  const CallSignature sig = sig_of(3, 0);
+  RankCall root(*world[0], sig, 5000);
+  RankCall rank1(*world[1], sig, 50);
+  root.ctx.commit();
+  auto late_release = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    root.ctx.confirm_to_all();
+  });
+  CHECK_NOTHROW(rank1.ctx.wait(rank1.ctx.await_confirmation(0)));
+  CHECK_NOTHROW(late_release.get());
+  CHECK(rank1.ctx.extensions == 1);
+  close_world(world);
+}
