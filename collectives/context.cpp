@@ -20,13 +20,15 @@ void CollectiveContext::wait(std::span<const RequestPtr> rs) {
 }
 
 bool CollectiveContext::extend_deadline(std::span<const RequestPtr> pending) {
-  if (extensions == kMaxExtensions) return false;
   std::vector<int> waited_on;
   for (const RequestPtr& r : pending)
     if (r && !r->done() &&
         std::find(waited_on.begin(), waited_on.end(), r->peer()) == waited_on.end())
       waited_on.push_back(r->peer());
-  if (waited_on.empty() || !transport.parts_done(tag, sig, waited_on)) return false;
+  // What came while the wait reported its timeout completes it: wait again.
+  if (waited_on.empty()) return true;
+  if (extensions == kMaxExtensions) return false;
+  if (!transport.parts_done(tag, sig, waited_on)) return false;
   ++extensions;
   static spdlog::logger& log = logger("coll");
   log.warn(
