@@ -14,17 +14,21 @@ void CollectiveContext::wait(std::span<const RequestPtr> rs) {
       wait_all(transport, rs, deadline, spin, sig);
       return;
     } catch (const IoError& e) {
-      if (e.code() != CHORUS_ERR_TIMEOUT || !extend_deadline(rs)) throw;
+      // A request may fail with a timeout's code too (a peer's notice):
+      // only this wait's own deadline is asked about.
+      if (e.code() != CHORUS_ERR_TIMEOUT || !deadline.expired() || !extend_deadline(rs)) throw;
     }
   }
 }
 
 bool CollectiveContext::extend_deadline(std::span<const RequestPtr> pending) {
   std::vector<int> waited_on;
-  for (const RequestPtr& r : pending)
+  for (const RequestPtr& r : pending) {
+    if (r && r->completion().failed()) return false;  // that failure is the verdict
     if (r && !r->done() &&
         std::find(waited_on.begin(), waited_on.end(), r->peer()) == waited_on.end())
       waited_on.push_back(r->peer());
+  }
   // What came while the wait reported its timeout completes it: wait again.
   if (waited_on.empty()) return true;
   if (extensions == kMaxExtensions) return false;

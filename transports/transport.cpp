@@ -240,9 +240,17 @@ bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallS
 void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
                     const CallSignature& sig) {
   if (slot.part_done(sig)) return;
-  // The failure that sealed this rank may have told it already: its notice
-  // is the verdict then, word for word.
-  transport.check_call(tag, sig);
+  // The peer that sealed this rank fails the call right after it asked,
+  // and its failure notice, which carries its report of where each rank
+  // was, is the verdict then, word for word: it is usually here already or
+  // on its way (behind the data of this call on the stream), so it is
+  // waited for a moment.
+  const Deadline notice_due = Deadline::after(kSealerNoticeWait);
+  do {
+    transport.poll();
+    transport.check_call(tag, sig);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (!notice_due.expired());
   const chorus_result_t code = slot.seal_code();
   if (code == CHORUS_ERR_TIMEOUT)
     throw IoError(code, fmt::format("timed out: rank {} was asked by a peer whose deadline "

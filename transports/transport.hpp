@@ -320,6 +320,8 @@ bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallS
 // its connection to this rank), throws that peer's verdict instead, with
 // its code: this rank must not finish a call the sealer fails.
 // `slot`: the board's slot of tag's space, where the caller holds it.
+// Sealed, it waits up to kSealerNoticeWait for the sealer's failure notice.
+inline constexpr std::chrono::milliseconds kSealerNoticeWait{500};
 void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
                     const CallSignature& sig);
 inline void mark_part_done(Transport& transport, uint32_t tag, const CallSignature& sig) {

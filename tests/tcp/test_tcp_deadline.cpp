@@ -20,16 +20,34 @@ namespace {
 
 const uint32_t kTag = (9u << Spared::kSpaceShift) | 1;
 
-// Rank `rank`'s context for call `sig`, whose deadline passes after `ms`.
+// A rank's context for call #3 (count `count`), whose deadline passes after
+// `ms`; the rank is inside the call.
 struct RankCall {
   Team team;
   ScratchPool scratch;
   CollectiveContext ctx;
-  RankCall(TcpTransport& t, const CallSignature& sig, int ms)
+  RankCall(TcpTransport& t, uint64_t count, int ms)
       : team(Team::whole(t, kTag)),
-        ctx(CollectiveContext::over(team, scratch, sig, Deadline::after_ms(ms), 1 << 16, Spin{})) {
+        ctx(CollectiveContext::over(team, scratch, sig_of(3, count), Deadline::after_ms(ms),
+                                    1 << 16, Spin{})) {
     ctx.whole_call = true;
-    t.board().slot(kTag).enter(sig);
+    t.board().slot(kTag).enter(ctx.sig);
+  }
+};
+
+// Two ranks over TCP, both inside call #3, with their deadlines in ms.
+struct TwoRanks {
+  TcpStoreServer server{kToken};
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  std::unique_ptr<RankCall> rank0, rank1;
+  TwoRanks(const std::string& prefix, uint64_t count, int ms0, int ms1)
+      : world(make_world(server, 2, prefix)),
+        rank0(std::make_unique<RankCall>(*world[0], count, ms0)),
+        rank1(std::make_unique<RankCall>(*world[1], count, ms1)) {}
+  ~TwoRanks() {
+    rank0.reset();
+    rank1.reset();
+    close_world(world);
   }
 };
 
@@ -49,12 +67,9 @@ TEST_CASE("deadline: a peer that has done its part is waited on past the deadlin
   // rank 0's deadline passes before that message comes. It asks, hears
   // "done", and waits on: the call succeeds on both, and rank 1 stays
   // unsealed.
-  TcpStoreServer server(kToken);
-  auto world = make_world(server, 2, "d1/");
-  const CallSignature sig = sig_of(3, 2);
-  RankCall rank0(*world[0], sig, 50);
-  RankCall rank1(*world[1], sig, 5000);
-  mark_part_done(*world[1], kTag, sig);
+  TwoRanks two("d1/", 2, 50, 5000);
+  RankCall &rank0 = *two.rank0, &rank1 = *two.rank1;
+  mark_part_done(*two.world[1], kTag, rank1.ctx.sig);
   const uint64_t sent = 0x1234567890abcdefULL;
   uint64_t got = 0;
   auto late_send = std::async(std::launch::async, [&] {
@@ -65,19 +80,15 @@ TEST_CASE("deadline: a peer that has done its part is waited on past the deadlin
   late_send.get();
   CHECK(got == sent);
   CHECK(rank0.ctx.extensions == 1);
-  CHECK(world[1]->board().slot(kTag).part_done(sig_of(4, 2)));  // not sealed
-  close_world(world);
+  CHECK(two.world[1]->board().slot(kTag).part_done(sig_of(4, 2)));  // not sealed
 }
 
 TEST_CASE("deadline: a peer whose part is not done is sealed and fails the call as a timeout") {
   // Rank 1 is inside #3 but has not done its part when rank 0's deadline
   // passes: rank 0 fails with the timeout, and rank 1, sealed, cannot
   // finish the call (it fails with the same code), whatever comes later.
-  TcpStoreServer server(kToken);
-  auto world = make_world(server, 2, "d2/");
-  const CallSignature sig = sig_of(3, 2);
-  RankCall rank0(*world[0], sig, 50);
-  RankCall rank1(*world[1], sig, 5000);
+  TwoRanks two("d2/", 2, 50, 5000);
+  RankCall& rank0 = *two.rank0;
   uint64_t got = 0;
   CHECK(code_of([&] {
           rank0.ctx.wait(rank0.ctx.recv(1, std::as_writable_bytes(std::span(&got, 1))));
@@ -85,13 +96,12 @@ TEST_CASE("deadline: a peer whose part is not done is sealed and fails the call 
   CHECK(rank0.ctx.extensions == 0);
   std::string message;
   try {
-    mark_part_done(*world[1], kTag, sig);
+    mark_part_done(*two.world[1], kTag, two.rank1->ctx.sig);
   } catch (const IoError& e) {
     CHECK(e.code() == CHORUS_ERR_TIMEOUT);
     message = e.what();
   }
   CHECK_THAT(message, Catch::Contains("deadline passed before this rank's part of allreduce #3"));
-  close_world(world);
 }
 
 TEST_CASE("deadline: a root sealed before its release sends no release") {
@@ -99,11 +109,8 @@ TEST_CASE("deadline: a root sealed before its release sends no release") {
   // seals the root, whose part is not done. The root then fails at its
   // commit point instead of releasing (no rank can finish), while a stage
   // of a composed algorithm is no commit point and releases.
-  TcpStoreServer server(kToken);
-  auto world = make_world(server, 2, "d3/");
-  const CallSignature sig = sig_of(3, 0);
-  RankCall root(*world[0], sig, 5000);
-  RankCall rank1(*world[1], sig, 50);
+  TwoRanks two("d3/", 0, 5000, 50);
+  RankCall &root = *two.rank0, &rank1 = *two.rank1;
   RequestPtr release = rank1.ctx.await_confirmation(0);
   CHECK(code_of([&] { rank1.ctx.wait(release); }) == CHORUS_ERR_TIMEOUT);
   CHECK(code_of([&] { root.ctx.confirm_to_all(); }) == CHORUS_ERR_TIMEOUT);
@@ -114,17 +121,13 @@ TEST_CASE("deadline: a root sealed before its release sends no release") {
   CHECK_NOTHROW(root.ctx.confirm_to_all());
   rank1.ctx.deadline = Deadline::after_ms(5000);
   CHECK_NOTHROW(rank1.ctx.wait(release));
-  close_world(world);
 }
 
 TEST_CASE("deadline: a root whose release is under way is waited on past the deadline") {
   // The root committed (its part is done) before rank 1's deadline passed:
   // rank 1 asks, hears "done", and takes the release that follows.
-  TcpStoreServer server(kToken);
-  auto world = make_world(server, 2, "d4/");
-  const CallSignature sig = sig_of(3, 0);
-  RankCall root(*world[0], sig, 5000);
-  RankCall rank1(*world[1], sig, 50);
+  TwoRanks two("d4/", 0, 5000, 50);
+  RankCall &root = *two.rank0, &rank1 = *two.rank1;
   root.ctx.commit();
   auto late_release = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -133,5 +136,4 @@ TEST_CASE("deadline: a root whose release is under way is waited on past the dea
   CHECK_NOTHROW(rank1.ctx.wait(rank1.ctx.await_confirmation(0)));
   CHECK_NOTHROW(late_release.get());
   CHECK(rank1.ctx.extensions == 1);
-  close_world(world);
 }
