@@ -18,7 +18,7 @@ using namespace chorus::test;
 
 namespace {
 
-const uint32_t kTag = (9u << Spared::kSpaceShift) | 1;
+const uint32_t kDeadlineTag = (9u << Spared::kSpaceShift) | 1;
 
 // A rank's context for call #3 (count `count`), whose deadline passes after
 // `ms`; the rank is inside the call.
@@ -27,11 +27,11 @@ struct RankCall {
   ScratchPool scratch;
   CollectiveContext ctx;
   RankCall(TcpTransport& t, uint64_t count, int ms)
-      : team(Team::whole(t, kTag)),
+      : team(Team::whole(t, kDeadlineTag)),
         ctx(CollectiveContext::over(team, scratch, sig_of(3, count), Deadline::after_ms(ms),
                                     1 << 16, Spin{})) {
     ctx.whole_call = true;
-    t.board().slot(kTag).enter(ctx.sig);
+    t.board().slot(kDeadlineTag).enter(ctx.sig);
   }
 };
 
@@ -69,7 +69,7 @@ TEST_CASE("deadline: a peer that has done its part is waited on past the deadlin
   // unsealed.
   TwoRanks two("d1/", 2, 50, 5000);
   RankCall &rank0 = *two.rank0, &rank1 = *two.rank1;
-  mark_part_done(*two.world[1], kTag, rank1.ctx.sig);
+  mark_part_done(*two.world[1], kDeadlineTag, rank1.ctx.sig);
   const uint64_t sent = 0x1234567890abcdefULL;
   uint64_t got = 0;
   auto late_send = std::async(std::launch::async, [&] {
@@ -80,7 +80,7 @@ TEST_CASE("deadline: a peer that has done its part is waited on past the deadlin
   late_send.get();
   CHECK(got == sent);
   CHECK(rank0.ctx.extensions == 1);
-  CHECK(two.world[1]->board().slot(kTag).part_done(sig_of(4, 2)));  // not sealed
+  CHECK(two.world[1]->board().slot(kDeadlineTag).part_done(sig_of(4, 2)));  // not sealed
 }
 
 TEST_CASE("deadline: a peer whose part is not done is sealed and fails the call as a timeout") {
@@ -96,7 +96,7 @@ TEST_CASE("deadline: a peer whose part is not done is sealed and fails the call 
   CHECK(rank0.ctx.extensions == 0);
   std::string message;
   try {
-    mark_part_done(*two.world[1], kTag, two.rank1->ctx.sig);
+    mark_part_done(*two.world[1], kDeadlineTag, two.rank1->ctx.sig);
   } catch (const IoError& e) {
     CHECK(e.code() == CHORUS_ERR_TIMEOUT);
     message = e.what();
