@@ -5,8 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstring>
+#include <functional>
 #include <future>
+#include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "base/core/error.hpp"
