@@ -79,11 +79,11 @@ class CallBoard {
     // finished. Sealed from then on: no later call's part can be done
     // (part_done), so what it said stays true whichever peer asks, and when.
     uint64_t vouch(chorus_result_t code = CHORUS_ERR_PEER_FAILURE);
-    // What this rank tells a peer whose deadline passed in call `seq`'s
-    // verdict round (collectives/verdict/agree.cpp): true when its part of
-    // that call, or of a later one, is done (its have is sent or about to
-    // be), and then nothing is sealed; false when it is not, and then it is
-    // sealed as by vouch(code): it will not do that part.
+    // What this rank tells a peer whose deadline passed in call `seq` while
+    // it waited on this rank (CollectiveContext::wait, the verdict round):
+    // true when its part of that call, or of a later one, is done (what it
+    // sends is on its way), and then nothing is sealed; false when it is
+    // not, and then it is sealed as by vouch(code): it will not do that part.
     bool done_or_seal(uint64_t seq, chorus_result_t code);
     // The code of the failure that sealed this slot (the asker's verdict,
     // which a call that finds itself sealed takes too): the first sealer's.

@@ -225,13 +225,12 @@ class Transport {
     (void)tag, (void)sig, (void)peers, (void)result, (void)code;
     return -1;
   }
-  // After this rank's deadline passed in call `sig`'s verdict round, its
-  // own have sent: asks each of `peers` (those whose have it still waits
-  // for) whether its part of the call is done (its have sent or about to
-  // be), sealing it where not (CallBoard::Slot::done_or_seal, with
-  // CHORUS_ERR_TIMEOUT). True when every one answered that it is; false
-  // when one is not, one cannot be asked or does not answer, or this
-  // transport cannot ask (collectives/verdict/agree.cpp).
+  // After this rank's deadline passed in call `sig` while it waited on
+  // `peers`: asks each whether its part of the call is done (what it sends
+  // is on its way), sealing it where not (CallBoard::Slot::done_or_seal,
+  // with CHORUS_ERR_TIMEOUT). True when every one answered that it is;
+  // false when one is not, one cannot be asked or does not answer, or this
+  // transport cannot ask (CollectiveContext::extend_deadline).
   virtual bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) {
     (void)tag, (void)sig, (void)peers;
     return false;

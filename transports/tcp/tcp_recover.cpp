@@ -203,8 +203,8 @@ TcpTransport::SendOp TcpTransport::answer_locked(int peer, const FrameHeader& as
     const bool done =
         !options_.isolate_peer_failures && board().slot(ask.tag).done_or_seal(sig.seq, seal_code);
     log().info(
-        "rank {}: rank {}'s deadline passed in the verdict round of {}; this rank's part "
-        "{}",
+        "rank {}: rank {}'s deadline passed in {} while it waited on this rank; this rank's "
+        "part {}",
         options_.rank, peer, describe(sig), done ? "is done" : "is not (sealed)");
     op.header = make_frame(FrameType::answer, ask.tag, 0, sig);
     op.header.flags = done ? kAnswerPartDone : 0;

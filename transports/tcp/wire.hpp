@@ -45,9 +45,9 @@ inline constexpr uint64_t kMaxFrameLength = uint64_t(1) << 40;
 // ask: after this rank failed a call (on a peer failure, or its deadline),
 // whether the peer finished it (tag and signature of the call, no payload,
 // the asker's result code in `reserved`; collectives/verdict/recover.hpp);
-// with flag kAskPartDone, after this rank's deadline passed in the call's
-// verdict round, whether the peer's part of it is done
-// (collectives/verdict/agree.cpp). answer: the reply, with the asked call's
+// with flag kAskPartDone, after this rank's deadline passed in the call
+// while it waited on the peer, whether the peer's part of it is done
+// (collectives/context.hpp). answer: the reply, with the asked call's
 // tag and signature; flag kAnswerFinished set when the peer finished it, and
 // then its kept result as the payload (kMaxAnswerLength at most); flag
 // kAnswerPartDone set when its part is done (no payload).
