@@ -67,22 +67,22 @@ chorus_result_t code_of(const std::function<void()>& f) {
 
 TEST_CASE("deadline: a peer that has done its part is waited on past the deadline") {
   // Two ranks: rank 1's part of #3 is done (what it sends is on its way);
-  // rank 0's deadline passes before that message comes. It asks, hears
-  // "done", and waits on: the call succeeds on both, and rank 1 stays
-  // unsealed.
-  TwoRanks two("d1/", 2, 50, 5000);
+  // rank 0's deadline has passed before that message comes. It asks, hears
+  // "done", and its deadline moves on: the message then completes the
+  // wait, and rank 1 stays unsealed.
+  TwoRanks two("d1/", 2, 0, 5000);
   RankCall &rank0 = *two.rank0, &rank1 = *two.rank1;
   mark_part_done(*two.world[1], kDeadlineTag, rank1.ctx.sig);
   const uint64_t sent = 0x1234567890abcdefULL;
   uint64_t got = 0;
-  auto late_send = std::async(std::launch::async, [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    rank1.ctx.wait(rank1.ctx.send(0, std::as_bytes(std::span(&sent, 1))));
-  });
-  CHECK_NOTHROW(rank0.ctx.wait(rank0.ctx.recv(1, std::as_writable_bytes(std::span(&got, 1)))));
-  late_send.get();
-  CHECK(got == sent);
+  const RequestPtr arrival = rank0.ctx.recv(1, std::as_writable_bytes(std::span(&got, 1)));
+  REQUIRE(rank0.ctx.deadline.expired());
+  CHECK(rank0.ctx.extend_deadline(std::span(&arrival, 1)));
   CHECK(rank0.ctx.extensions == 1);
+  CHECK_FALSE(rank0.ctx.deadline.expired());
+  rank1.ctx.wait(rank1.ctx.send(0, std::as_bytes(std::span(&sent, 1))));
+  CHECK_NOTHROW(rank0.ctx.wait(arrival));
+  CHECK(got == sent);
   CHECK(two.world[1]->board().slot(kDeadlineTag).part_done(sig_of(4, 2)));  // not sealed
 }
 
@@ -127,16 +127,18 @@ TEST_CASE("deadline: a root sealed before its release sends no release") {
 }
 
 TEST_CASE("deadline: a root whose release is under way is waited on past the deadline") {
-  // The root committed (its part is done) before rank 1's deadline passed:
-  // rank 1 asks, hears "done", and takes the release that follows.
+  // The root committed (its part is done) before rank 1's deadline passed,
+  // and releases only after it: rank 1's wait asks, hears "done", and
+  // takes the release that follows. Without the ask it would time out.
   TwoRanks two("d4/", 0, 5000, 50);
   RankCall &root = *two.rank0, &rank1 = *two.rank1;
   root.ctx.commit();
+  const Deadline rank1_deadline = rank1.ctx.deadline;
   auto late_release = std::async(std::launch::async, [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    while (!rank1_deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     root.ctx.confirm_to_all();
   });
   CHECK_NOTHROW(rank1.ctx.wait(rank1.ctx.await_confirmation(0)));
   CHECK_NOTHROW(late_release.get());
-  CHECK(rank1.ctx.extensions == 1);
 }
