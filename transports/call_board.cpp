@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/core/deadline.hpp"
 #include "transports/transport.hpp"
 
 namespace chorus {
@@ -80,6 +81,15 @@ bool CallBoard::Slot::part_done(const CallSignature& sig) {
   }
 }
 
+bool CallBoard::Slot::long_since_part_done(std::chrono::milliseconds gap) {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             Deadline::coarse_now().time_since_epoch())
+                             .count();
+  const int64_t last = part_done_ms_.load(std::memory_order_relaxed);
+  part_done_ms_.store(now_ms, std::memory_order_relaxed);
+  return now_ms - last >= gap.count();
+}
+
 uint64_t CallBoard::Slot::sealed_word(uint64_t word, chorus_result_t code) {
   if (word & kSealed) return word;  // the first sealer's code stays
   return word | kSealed | ((static_cast<uint64_t>(code) & kCodeMask) << kCodeShift);
@@ -112,16 +122,21 @@ uint64_t CallBoard::Slot::vouch(chorus_result_t code) {
 void CallBoard::Slot::keep(const CallSignature& sig, std::span<const std::byte> result) {
   std::lock_guard lock(kept_mu_);
   Kept& k = kept_[sig.seq & 1];
-  k.seq = sig.seq;
+  k.sig = sig;
   k.bytes.assign(result.begin(), result.end());  // the capacity stays: no allocation per call
 }
 
 bool CallBoard::Slot::kept(uint64_t seq, std::vector<std::byte>& out) const {
+  return kept_call(seq, out).has_value();
+}
+
+std::optional<CallSignature> CallBoard::Slot::kept_call(uint64_t seq,
+                                                        std::vector<std::byte>& out) const {
   std::lock_guard lock(kept_mu_);
   const Kept& k = kept_[seq & 1];
-  if (seq == 0 || k.seq != seq) return false;
+  if (seq == 0 || k.sig.seq != seq) return std::nullopt;
   out = k.bytes;
-  return true;
+  return k.sig;
 }
 
 CallBoard::Slot& CallBoard::slot(uint32_t tag) {
@@ -168,6 +183,22 @@ Spared CallBoard::vouch() {
   Spared s;
   for (auto& [space, slot] : own_) s.entries.push_back({space, slot.vouch()});
   return s;
+}
+
+std::vector<CallBoard::KeptResult> CallBoard::parting() {
+  std::lock_guard lock(mu_);
+  std::vector<KeptResult> out;
+  for (auto& [space, slot] : own_) {
+    const uint64_t done = slot.vouch();
+    for (uint64_t seq = done; seq + 1 >= done && seq > 0; --seq) {  // the two latest
+      KeptResult r{space, {}, {}};
+      if (auto sig = slot.kept_call(seq, r.bytes)) {
+        r.sig = *sig;
+        out.push_back(std::move(r));
+      }
+    }
+  }
+  return out;
 }
 
 void CallBoard::heard(int peer, uint32_t tag, const CallProgress& progress) {

@@ -79,6 +79,11 @@ class CallBoard {
     // finished. Sealed from then on: no later call's part can be done
     // (part_done), so what it said stays true whichever peer asks, and when.
     uint64_t vouch(chorus_result_t code = CHORUS_ERR_PEER_FAILURE);
+    // Whether `gap` or more has passed since this rank last came to the end
+    // of its part of a call in this space (mark_part_done, which calls it
+    // each time), on the coarse clock: the rank may not have run for that
+    // long (stopped, or starved of its core), and an ask may wait unread.
+    bool long_since_part_done(std::chrono::milliseconds gap);
     // What this rank tells a peer whose deadline passed in call `seq` while
     // it waited on this rank (CollectiveContext::wait, the verdict round):
     // true when its part of that call, or of a later one, is done (what it
@@ -94,6 +99,8 @@ class CallBoard {
     // Copies the kept result of call `seq` into `out`; false if it is not
     // kept (not a replicated call, or not one of the two latest).
     bool kept(uint64_t seq, std::vector<std::byte>& out) const;
+    // The same, with the call's signature; nullopt if not kept.
+    std::optional<CallSignature> kept_call(uint64_t seq, std::vector<std::byte>& out) const;
     CallProgress read() const;
 
    private:
@@ -111,10 +118,13 @@ class CallBoard {
     static constexpr unsigned kSeqShift = 8;
     static uint64_t sealed_word(uint64_t word, chorus_result_t code);
     std::atomic<uint64_t> part_{0};
+    // long_since_part_done's last reading, in ms of the coarse clock; only
+    // the thread running the call reads and writes it (calls take turns).
+    std::atomic<int64_t> part_done_ms_{0};
     // The two latest kept results, by sequence number's parity: a rank asked
     // about call k may already be keeping k + 1 (which then fails, sealed).
     struct Kept {
-      uint64_t seq = 0;
+      CallSignature sig;
       std::vector<std::byte> bytes;
     };
     mutable std::mutex kept_mu_;  // a leaf, as mu_ below; guards kept_
@@ -137,6 +147,16 @@ class CallBoard {
   // connection to it (tcp_probe.cpp). For those calls it needs nothing more
   // from that peer but its have, and the peer nothing more from it.
   Spared vouch();
+  // What a rank that leaves hands its peers (TcpTransport::close): per
+  // space, vouched for as by vouch(), the kept results of the calls whose
+  // part it did, so that a peer that fails one of them later (its deadline
+  // passed on a third rank that did not answer) takes the result still.
+  struct KeptResult {
+    uint32_t space = 0;
+    CallSignature sig;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<KeptResult> parting();
 
   void heard(int peer, uint32_t tag, const CallProgress& progress);
   std::optional<Report> report(int peer, uint32_t tag) const;

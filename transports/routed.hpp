@@ -32,6 +32,8 @@ class RoutedTransport final : public Transport {
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
   void check_failed() override;
+  // The control channel's: it carries the asks and the failure notices.
+  void drain_input() override { control().drain_input(); }
   void check_call(uint32_t tag, const CallSignature& sig) override;
   void check_peer(int peer, uint32_t tag, const CallSignature& sig) override;
   Spared spared() const override { return control().spared(); }

@@ -239,6 +239,13 @@ bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallS
 
 void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
                     const CallSignature& sig) {
+  if (slot.long_since_part_done(kDrainAfterGap)) {
+    transport.drain_input();
+    // A peer that failed the call meanwhile (it asked, and gave up on the
+    // answer) has said so: this rank does not finish it either, even past
+    // its commit point (its part done, a release still to send).
+    transport.check_call(tag, sig);
+  }
   if (slot.part_done(sig)) return;
   // The peer that sealed this rank fails the call right after it asked,
   // and its failure notice, which carries its report of where each rank

@@ -178,6 +178,12 @@ class Transport {
   // aborted), if any. Cheap: waits outside the transport (shared memory) call
   // it every few milliseconds to learn of a dead peer.
   virtual void check_failed() {}
+  // Reads at once what the peers have sent so far and handles their asks
+  // and notices, as the progress thread would on its next turn. A rank that
+  // has not run for a while (stopped, or starved of its core) may hold an
+  // ask whose asker gave up waiting for the answer: mark_part_done takes it
+  // in before it marks the part done, so that the two agree.
+  virtual void drain_input() {}
   // As check_failed, for the call with this tag and signature: no error if
   // the failure spares it (Spared).
   virtual void check_call(uint32_t tag, const CallSignature& sig) {
@@ -320,7 +326,13 @@ bool gone_while_spared(Transport& transport, int peer, uint32_t tag, const CallS
 // its code: this rank must not finish a call the sealer fails.
 // `slot`: the board's slot of tag's space, where the caller holds it.
 // Sealed, it waits up to kSealerNoticeWait for the sealer's failure notice.
+// After kDrainAfterGap or more since it last came here, it first reads what
+// came meanwhile (Transport::drain_input), and fails if a peer failed the
+// call meanwhile: an asker waits 2 s for an answer, and a rank that could
+// not answer that long must see the ask, and the asker's failure, before it
+// marks its part done or finishes. A program calling in a loop never pays.
 inline constexpr std::chrono::milliseconds kSealerNoticeWait{500};
+inline constexpr std::chrono::milliseconds kDrainAfterGap{250};
 void mark_part_done(Transport& transport, CallBoard::Slot& slot, uint32_t tag,
                     const CallSignature& sig);
 inline void mark_part_done(Transport& transport, uint32_t tag, const CallSignature& sig) {

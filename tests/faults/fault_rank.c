@@ -43,6 +43,15 @@
  *                a random delay below 3000) before that deadline passes:
  *                it passes at a random moment of their call. Every rank must
  *                reach the same verdict, success or TIMEOUT
+ *   stopped      stops (SIGSTOP, every thread) just before its call, and a
+ *                child process it forked continues it (SIGCONT) three
+ *                deadlines later: the others' deadline passes while it
+ *                cannot answer them, and it finds their input there when it
+ *                resumes. Every rank must reach the same verdict, TIMEOUT
+ *                (success where the others need nothing from it)
+ *   stopped-during  as stopped, but stops FAULT_KILL_US microseconds after
+ *                its call began (as killed-during): in the middle of the
+ *                call, or just after it
  *   kind         calls broadcast (root 0) instead (allreduce instead of a
  *                broadcast)
  *   count        passes COUNT + 1 elements per block
@@ -97,6 +106,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -277,6 +287,26 @@ static double timeout_s(void) {
   return t ? atof(t) : 60.0;
 }
 
+/* stopped, stopped-during: SIGSTOP stops every thread of the process; a
+ * child process continues it after_ms later (it only sleeps, signals and
+ * exits: a fork of a threaded process). */
+static void stop_self(int sig) {
+  (void)sig;
+  raise(SIGSTOP);
+}
+
+static pid_t fork_continuer(long after_ms) {
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    struct timespec wait = {after_ms / 1000, (after_ms % 1000) * 1000000L};
+    nanosleep(&wait, NULL);
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  return child;
+}
+
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 6) {
     fprintf(stderr, "usage: %s FAULT VICTIM COUNT blocking|nonblocking|fused [COLLECTIVE]\n",
@@ -337,7 +367,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  int checked = 1; /* the result of a successful call is checked */
+  int checked = 1;      /* the result of a successful call is checked */
+  pid_t continuer = -1; /* stopped, stopped-during: the process that continues it */
   /* A rank that dies (or whose connections its peers drop: a corrupt
    * stream, or that aborts: an abort fails the calls in flight on every
    * rank) cannot tell the others which calls it finished: a peer still
@@ -431,6 +462,23 @@ int main(int argc, char** argv) {
       nanosleep(&until, NULL);
       rc = make_call(comm, size, &call, 0, BLOCKING);
     }
+  } else if (strcmp(fault, "stopped") == 0 || strcmp(fault, "stopped-during") == 0) {
+    if (faulty) {
+      continuer = fork_continuer((long)(3000 * timeout_s()));
+      if (continuer < 0) return 1;
+      say("fault %d %lld\n", rank, now_ms());
+      if (strcmp(fault, "stopped") == 0) {
+        raise(SIGSTOP);
+      } else {
+        struct sigaction stop;
+        memset(&stop, 0, sizeof stop);
+        stop.sa_handler = stop_self;
+        stop.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &stop, NULL);
+        alarm_soon();
+      }
+    }
+    rc = make_call(comm, size, &call, 0, form);
   } else if (strcmp(fault, "root") == 0) {
     checked = 0;
     if (faulty) say("fault %d %lld\n", rank, now_ms());
@@ -463,6 +511,7 @@ int main(int argc, char** argv) {
     rc = make_call(comm, size, &call, 0, form);
   }
   verdict(comm, rank, rc);
+  if (continuer > 0) waitpid(continuer, NULL, 0); /* the stop comes and goes first */
   if (faulty && strcmp(fault, "disconnected") == 0) {
     /* The call ended first: the cut still comes (on whichever thread takes
      * the signal, so not a pause() here). */

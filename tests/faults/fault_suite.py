@@ -70,6 +70,12 @@ FAULTS = {
     # The victim's deadline passes at a random moment of the others' call:
     # all finish it (the victim's part was sent), or all time out.
     "deadline-during": ((0, 3), True, FAST_MS),
+    # The victim is stopped whole (SIGSTOP) just before its call, or at a
+    # random moment of it, until three deadlines later: the others' deadline
+    # passes while it cannot answer. All time out, or all finish the call
+    # (its part was sent, or they need none).
+    "stopped": ((0, 3), True, 3 * STALL_TIMEOUT_S * 1000 + FAST_MS),
+    "stopped-during": ((0, 3), True, 3 * STALL_TIMEOUT_S * 1000 + FAST_MS),
     "kind": (5, True, FAST_MS),
     "count": (5, True, FAST_MS),
     "dtype": (5, True, FAST_MS),
@@ -174,7 +180,8 @@ def run_launcher_killed(cmd, env, limit):
 def run_case(args, fault, transport, size, np, form, collective):
     code, victim_calls, bound_ms = FAULTS[fault]
     victim = 0 if np == 2 else np - 1  # the first rank and the last both get to fail
-    timeout_s = STALL_TIMEOUT_S if fault in ("stalled", "early-timeout") else CHORUS_TIMEOUT_S
+    short = ("stalled", "early-timeout", "stopped", "stopped-during")
+    timeout_s = STALL_TIMEOUT_S if fault in short else CHORUS_TIMEOUT_S
     env = dict(os.environ, CHORUS_TRANSPORT=transport, CHORUS_TIMEOUT=str(timeout_s))
     env.pop("CHORUS_ALGO", None)
     if args.algo:
