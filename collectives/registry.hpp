@@ -41,6 +41,12 @@ struct AlgorithmSpec {
   // memory a dead rank's posted part stays readable, and the rooted
   // algorithms over a transport end with the root's confirmation.
   bool one_verdict = false;
+  // That one verdict rests on a commit point (the root's release, or the
+  // broadcast chain's last rank's): a rank stopped whole (SIGSTOP) between
+  // the releases it sends leaves some ranks released and the others timed
+  // out, so a small replicated result is kept too (plan.hpp), which those
+  // take from the released ones.
+  bool commit_point = false;
 };
 
 // Every algorithm, in registry order.

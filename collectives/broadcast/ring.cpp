@@ -50,6 +50,7 @@ extern const AlgorithmSpec ring_broadcast_spec{
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
     },
-    /*one_verdict=*/true};
+    /*one_verdict=*/true,
+    /*commit_point=*/true};
 
 }  // namespace chorus

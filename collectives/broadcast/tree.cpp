@@ -74,6 +74,7 @@ extern const AlgorithmSpec tree_broadcast_spec{
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       tree_broadcast(ctx, c.recv, c.count, c.dtype, c.root);
     },
-    /*one_verdict=*/true};
+    /*one_verdict=*/true,
+    /*commit_point=*/true};
 
 }  // namespace chorus

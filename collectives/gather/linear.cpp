@@ -54,6 +54,7 @@ extern const AlgorithmSpec linear_gather_spec{CollectiveKind::gather,
                                               runs_anywhere,
                                               linear_gather_estimate,
                                               linear_gather,
-                                              /*one_verdict=*/true};
+                                              /*one_verdict=*/true,
+                                              /*commit_point=*/true};
 
 }  // namespace chorus

@@ -73,6 +73,7 @@ extern const AlgorithmSpec ring_reduce_spec{
     runs_anywhere,
     ring_reduce_estimate,
     ring_reduce,
-    /*one_verdict=*/true};
+    /*one_verdict=*/true,
+    /*commit_point=*/true};
 
 }  // namespace chorus

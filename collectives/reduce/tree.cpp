@@ -73,6 +73,7 @@ extern const AlgorithmSpec tree_reduce_spec{
     runs_anywhere,
     tree_reduce_estimate,
     tree_reduce,
-    /*one_verdict=*/true};
+    /*one_verdict=*/true,
+    /*commit_point=*/true};
 
 }  // namespace chorus

@@ -58,6 +58,7 @@ extern const AlgorithmSpec linear_scatter_spec{CollectiveKind::scatter,
                                                runs_anywhere,
                                                linear_scatter_estimate,
                                                linear_scatter,
-                                               /*one_verdict=*/true};
+                                               /*one_verdict=*/true,
+                                               /*commit_point=*/true};
 
 }  // namespace chorus

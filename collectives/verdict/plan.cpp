@@ -5,10 +5,11 @@
 namespace chorus {
 
 VerdictPlan plan_verdict(const Config& config, const CollectiveCall& call, const CallShape& shape,
-                         bool one_verdict, uint64_t round_bytes, int ranks) {
+                         bool one_verdict, bool commit_point, uint64_t round_bytes, int ranks) {
   if (config.agrees(round_bytes)) return {true};
-  if (ranks <= 2 || one_verdict) return {};
+  if (ranks <= 2 || (one_verdict && !commit_point)) return {};
   if (auto kept = replicated_result(call, shape, config.keep_result_bytes)) return {false, kept};
+  if (one_verdict) return {};
   return {config.agree_min_bytes != Config::kAgreeNever};
 }
 

@@ -17,7 +17,9 @@
 //   2. communicators of two ranks, and one-verdict algorithms, need
 //      nothing more: one survivor has no one to split with (a deadline
 //      is settled by the asks of CollectiveContext::wait and the gate,
-//      mark_part_done, that every call passes);
+//      mark_part_done, that every call passes); but a one verdict that
+//      rests on a commit point (AlgorithmSpec::commit_point) keeps a
+//      replicated result as in 3, for a releaser stopped whole;
 //   3. replicated calls whose result is in host memory and at most K bytes
 //      keep their result;
 //   4. every other call takes the round, unless A is 0 (the user chose
@@ -45,7 +47,7 @@ struct VerdictPlan {
 // `round_bytes`: the bytes the round's size compares (the call on the wire:
 // a compressed allreduce's wire dtype); `ranks`: the communicator's size.
 VerdictPlan plan_verdict(const Config& config, const CollectiveCall& call, const CallShape& shape,
-                         bool one_verdict, uint64_t round_bytes, int ranks);
+                         bool one_verdict, bool commit_point, uint64_t round_bytes, int ranks);
 
 // "round", "kept result", or "none" (for the debug log of a choice).
 const char* describe(const VerdictPlan& plan);

@@ -354,7 +354,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
 
 VerdictPlan Communicator::verdict_for(const CollectiveCall& call, const CallShape& shape,
                                       const AlgorithmSpec& algo, const CallSignature& sig) const {
-  return plan_verdict(config_, call, shape, algo.one_verdict,
+  return plan_verdict(config_, call, shape, algo.one_verdict, algo.commit_point,
                       sig.count * dtype_size(static_cast<DataType>(sig.dtype)), size());
 }
 
@@ -466,8 +466,8 @@ const AlgorithmSpec& Communicator::choose(const CollectiveCall& call, const Call
   const bool debug = comm_log().should_log(spdlog::level::debug);
   Selection s = select_algorithm(call, shape.bytes, world_, algo_override_, cost_model_, debug);
   if (debug) {
-    const VerdictPlan verdict =
-        plan_verdict(config_, call, shape, s.spec->one_verdict, shape.bytes, size());
+    const VerdictPlan verdict = plan_verdict(config_, call, shape, s.spec->one_verdict,
+                                             s.spec->commit_point, shape.bytes, size());
     comm_log().debug("{} {} bytes: {} ({}); one verdict on a death: {}", collective_name(call.kind),
                      shape.bytes, s.spec->name, s,
                      s.spec->one_verdict ? "the algorithm's own" : describe(verdict));

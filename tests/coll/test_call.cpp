@@ -240,9 +240,9 @@ TEST_CASE("verdict plan: the algorithm's own, a kept result, or the round") {
   std::vector<int32_t> in(1024), out(4 * 1024);
   Config config;  // CHORUS_AGREE 256K, CHORUS_KEEP_RESULT as configured here
   config.keep_result_bytes = 2 << 10;
-  auto plan = [&](const CollectiveCall& c, bool one_verdict, int ranks) {
+  auto plan = [&](const CollectiveCall& c, bool one_verdict, int ranks, bool commit = false) {
     const CallShape shape = validate(c, 0, ranks);
-    return plan_verdict(config, c, shape, one_verdict, shape.bytes, ranks);
+    return plan_verdict(config, c, shape, one_verdict, commit, shape.bytes, ranks);
   };
   const auto small_ar = call(CollectiveKind::allreduce, in.data(), out.data(), 16);
   const auto mid_ar = call(CollectiveKind::allreduce, in.data(), out.data(), 1024);  // 4 KiB
@@ -268,6 +268,17 @@ TEST_CASE("verdict plan: the algorithm's own, a kept result, or the round") {
     CHECK_FALSE(plan(c, false, 2).keep);
   }
   CHECK(std::string(describe(plan(rs, true, 4))) == "none");
+  // A one verdict at a commit point keeps a small replicated result still
+  // (a releaser stopped whole), and adds nothing to the others.
+  const auto small_bc = call(CollectiveKind::broadcast, out.data(), out.data(), 16, 0);
+  CHECK(plan(small_bc, true, 3, true).keep);
+  CHECK_FALSE(plan(small_bc, true, 3, true).round);
+  CHECK_FALSE(plan(small_bc, true, 3).keep);
+  CHECK_FALSE(plan(small_bc, true, 2, true).keep);
+  for (const auto& c : {mid_ar, rs}) {
+    CHECK_FALSE(plan(c, true, 4, true).keep);
+    CHECK_FALSE(plan(c, true, 4, true).round);
+  }
   // From CHORUS_AGREE's size every call takes the round, on its own or not.
   std::vector<int32_t> big((256 << 10) / 4);
   const auto big_ar = call(CollectiveKind::allreduce, big.data(), big.data(), big.size());

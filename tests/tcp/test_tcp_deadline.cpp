@@ -142,3 +142,64 @@ TEST_CASE("deadline: a root whose release is under way is waited on past the dea
   CHECK_NOTHROW(rank1.ctx.wait(rank1.ctx.await_confirmation(0)));
   CHECK_NOTHROW(late_release.get());
 }
+
+TEST_CASE("deadline: a rank that could not answer an ask reads it before it marks its part done") {
+  // Rank 1 cannot answer for a while (as a process stopped whole): its
+  // progress thread stands aside for a spinning waiter that does not poll.
+  // Rank 0's deadline passes, it asks, and gives up on the answer after
+  // 2 s. Rank 1 then comes to the end of its part with the ask unread: it
+  // reads it first (a long gap since its last part done), is sealed by it,
+  // and fails as rank 0 did instead of finishing the call.
+  TwoRanks two("d5/", 2, 0, 60000);
+  const std::vector<int> peer1{1};
+  two.world[1]->spin_begin();
+  CHECK_FALSE(two.world[0]->parts_done(kDeadlineTag, two.rank0->ctx.sig, peer1));
+  CHECK(code_of([&] { mark_part_done(*two.world[1], kDeadlineTag, two.rank1->ctx.sig); }) ==
+        CHORUS_ERR_TIMEOUT);
+  two.world[1]->spin_end();
+}
+
+TEST_CASE("deadline: the gap since a rank last marked a part done is measured per space") {
+  CallBoard::Slot slot;
+  CHECK(slot.long_since_part_done(kDrainAfterGap));  // never before
+  CHECK_FALSE(slot.long_since_part_done(kDrainAfterGap));
+  std::this_thread::sleep_for(kDrainAfterGap + std::chrono::milliseconds(50));
+  CHECK(slot.long_since_part_done(kDrainAfterGap));
+  CHECK_FALSE(slot.long_since_part_done(kDrainAfterGap));
+}
+
+TEST_CASE("deadline: a rank that could not read takes a departed peer's verdict, not its send's") {
+  // Rank 1 fails (as on its deadline) and leaves while rank 0 cannot read
+  // (as a process stopped whole: its progress thread stands aside for a
+  // waiter that does not poll), with part of a large frame from rank 0
+  // unread, so that its socket resets. Rank 0's pending send then fails
+  // first, but what rank 1 said before it went is read before the loss is
+  // settled: rank 0 fails with rank 1's code and words, not as for a death.
+  TcpStoreServer server{kToken};
+  auto world = make_world(server, 2, "d7/");
+  world[0]->spin_begin();
+  std::vector<std::byte> large(64 << 20);
+  const RequestPtr unread = world[0]->isend(1, kDeadlineTag, sig_of(3, large.size()), large);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 1 parks it
+  REQUIRE_FALSE(unread->done());
+  world[1]->fail(CHORUS_ERR_TIMEOUT, "rank 1's deadline passed", Spared{});
+  world[1]->close();
+  world[1].reset();
+  world[0]->spin_end();
+  chorus_result_t code = CHORUS_SUCCESS;
+  std::string message;
+  const Deadline until = Deadline::after_ms(5000);
+  while (code == CHORUS_SUCCESS && !until.expired()) {
+    try {
+      world[0]->check_failed();
+    } catch (const IoError& e) {
+      code = e.code();
+      message = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(code == CHORUS_ERR_TIMEOUT);
+  CHECK_THAT(message, Catch::Contains("rank 1's deadline passed"));
+  CHECK(unread->done());
+  world[0]->close();
+}

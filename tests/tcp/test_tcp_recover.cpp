@@ -238,3 +238,29 @@ TEST_CASE("recover: a peer whose stream was dropped while alive is asked through
   CHECK(got == result);
   close_world(world);
 }
+
+TEST_CASE("recover: a peer that finished the call and left has handed its result over") {
+  // Rank 1 finished the call and leaves while ranks 0 and 2 are still in it
+  // (its close gives up on their goodbyes after 0.2 s). Rank 0 fails the
+  // call later (a third rank did not answer its deadline's ask) and takes
+  // the result rank 1 sent as it left; rank 2, asked nothing, is not sealed.
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 3, "r9/", [](TcpOptions& o) {
+    if (o.rank == 1) o.close_timeout_s = 0.2;
+  });
+  const CallSignature sig = sig_of(4, 40);
+  const auto result = result_of(40, 9);
+  only_rank1_finished(world, sig, result);
+  world[1]->close();
+  world[1].reset();
+  world[0]->drain_input();
+  std::vector<std::byte> got(40);
+  CHECK(world[0]->recover_result(kTag, sig, all_but_0(world.size()), got) == 1);
+  CHECK(got == result);
+  CHECK(world[2]->board().slot(kTag).part_done(sig));
+  std::vector<std::byte> other(40);  // another call's result is not taken for it
+  CHECK(world[0]->recover_result(kTag, sig_of(5, 40), kRank1, other) == -1);
+  std::thread closing0([&] { world[0]->close(); });
+  world[2]->close();
+  closing0.join();
+}

@@ -296,7 +296,7 @@ void TcpTransport::fail_and_notify_locked(chorus_result_t code, const std::strin
   for (int peer = 0; peer < options_.size; ++peer) {
     Peer& p = peers_[peer];
     auto notice_queued = [&] { return std::any_of(p.sendq.begin(), p.sendq.end(), is_notice); };
-    while (!p.gone && p.fd && notice_queued() && !deadline.expired()) {
+    while (!p.gone && p.fd && p.send_failed.empty() && notice_queued() && !deadline.expired()) {
       pollfd pfd{p.fd.get(), POLLOUT, 0};
       ::poll(&pfd, 1, deadline.poll_timeout_ms(100));
       flush(peer);

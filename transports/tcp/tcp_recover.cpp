@@ -122,6 +122,18 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
       if (p.lost_alive && !p.said_goodbye && !p.address.empty())
         by_listener.emplace_back(peer, p.address);
     }
+    // A peer that left after it finished the call handed its result over.
+    for (int peer : peers) {
+      if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
+      for (const auto& r : peers_[peer].finished_results)
+        if (r.space == CallBoard::space_of(tag) && r.sig == sig &&
+            r.bytes.size() == result.size()) {
+          if (!result.empty()) std::memcpy(result.data(), r.bytes.data(), result.size());
+          log().info("rank {}: rank {} had finished {} and handed its result over", options_.rank,
+                     peer, describe(sig));
+          return peer;
+        }
+    }
     asked = send_asks_locked(tag, sig, peers, 0, code);
   }
   const auto deadline = Clock::now() + kAskTimeout;
@@ -305,7 +317,17 @@ void TcpTransport::take_answer_locked(int peer) {
   RxState& rx = p.rx;
   if (!p.asked || p.asked->answered || !(p.asked->sig == rx.header.sig) ||
       CallBoard::space_of(p.asked->tag) != CallBoard::space_of(rx.header.tag)) {
-    log().debug("rank {}: an answer from rank {} to nothing asked", options_.rank, peer);
+    // Still true: that peer finished that call, with that result. A few
+    // are kept, for a failure of this rank's that comes later.
+    constexpr std::size_t kFinishedResults = 8;
+    if (rx.header.flags & kAnswerFinished) {
+      p.finished_results.push_back(
+          {CallBoard::space_of(rx.header.tag), rx.header.sig, std::move(rx.holding)});
+      if (p.finished_results.size() > kFinishedResults) p.finished_results.pop_front();
+    }
+    rx.holding.clear();
+    log().debug("rank {}: rank {} says, unasked, that it finished {}", options_.rank, peer,
+                describe(rx.header.sig));
     return;
   }
   p.asked->answered = true;

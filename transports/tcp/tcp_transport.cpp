@@ -182,6 +182,20 @@ bool TcpTransport::poll() {
   return true;
 }
 
+// Unlike poll(), waits for the lock: the caller must not go on before the
+// input is read. A few rounds, since a level-triggered socket whose next
+// frame waits for a receive not yet posted stays ready.
+void TcpTransport::drain_input() {
+  constexpr int kRounds = 4;
+  std::lock_guard lock(mu_);
+  epoll_event events[64];
+  for (int round = 0; round < kRounds; ++round) {
+    const int count = epoll_wait(epoll_fd_.get(), events, 64, 0);
+    if (count <= 0) return;
+    process_events(events, count);
+  }
+}
+
 void TcpTransport::spin_begin() {
   spinners_.fetch_add(1, std::memory_order_seq_cst);
 }
@@ -272,6 +286,7 @@ void TcpTransport::process_events(const epoll_event* events, int count) {
         set_aside_parked(peer);
       }
       if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) pump_rx(peer);
+      if (!peers_[peer].send_failed.empty()) peer_lost(peer, peers_[peer].send_failed);
     }
   }
 }
@@ -280,7 +295,7 @@ void TcpTransport::process_events(const epoll_event* events, int count) {
 // several frames into one sendmsg.
 void TcpTransport::flush(int peer) {
   Peer& p = peers_[peer];
-  while (!p.sendq.empty() && !p.gone) {
+  while (!p.sendq.empty() && !p.gone && p.send_failed.empty()) {
     iovec iov[kMaxIov];
     int n_iov = 0;
     for (auto it = p.sendq.begin(); it != p.sendq.end() && n_iov + 2 <= kMaxIov; ++it) {
@@ -301,7 +316,18 @@ void TcpTransport::flush(int peer) {
     if (written < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
-      peer_lost(peer, errno_message("send failed", errno));
+      // Where there is input left, it is read first and the loss settled
+      // after it (process_events: epoll reports the socket until then), so
+      // that a peer that said goodbye, or failed and said why, before it
+      // reset the connection is taken for what it said (a stopped rank's
+      // first act on resuming may be a send to a peer that has since left).
+      const std::string why = errno_message("send failed", errno);
+      pollfd readable{p.fd.get(), POLLIN | POLLRDHUP, 0};
+      if (::poll(&readable, 1, 0) == 1) {
+        p.send_failed = why;
+        break;
+      }
+      peer_lost(peer, why);
       return;
     }
     auto left = static_cast<std::size_t>(written);
@@ -323,8 +349,8 @@ void TcpTransport::flush(int peer) {
 void TcpTransport::update_interest(int peer) {
   Peer& p = peers_[peer];
   if (p.gone) return;
-  uint32_t events =
-      EPOLLRDHUP | (p.rx.awaiting_recv ? 0u : EPOLLIN) | (p.sendq.empty() ? 0u : EPOLLOUT);
+  const bool writing = !p.sendq.empty() && p.send_failed.empty();
+  uint32_t events = EPOLLRDHUP | (p.rx.awaiting_recv ? 0u : EPOLLIN) | (writing ? EPOLLOUT : 0u);
   if (events == p.events) return;
   epoll_event ev{};
   ev.events = events;
@@ -338,9 +364,21 @@ void TcpTransport::close() {
     std::lock_guard lock(mu_);
     if (closing_) return;
     closing_ = true;
+    // The results of the calls it finished go first: a peer still in one of
+    // them may fail it after this rank has left, and then takes the result.
+    const auto finished =
+        options_.isolate_peer_failures ? std::vector<CallBoard::KeptResult>{} : board().parting();
     for (int peer = 0; peer < options_.size; ++peer) {
       Peer& p = peers_[peer];
       if (peer == options_.rank || p.gone || !p.fd) continue;
+      for (const auto& r : finished) {
+        SendOp result;
+        result.header =
+            make_frame(FrameType::answer, r.space << Spared::kSpaceShift, r.bytes.size(), r.sig);
+        result.header.flags = kAnswerFinished;
+        result.owned = r.bytes;
+        enqueue_locked(peer, std::move(result));
+      }
       SendOp op;
       op.header = make_frame(FrameType::goodbye, 0, 0, CallSignature{});
       enqueue_locked(peer, std::move(op));
@@ -363,7 +401,9 @@ void TcpTransport::close() {
       bool settled = true;
       for (int peer = 0; peer < options_.size; ++peer) {
         const Peer& p = peers_[peer];
-        if (peer == options_.rank || p.gone || p.failure) continue;  // failure: isolated
+        // failure: isolated; send_failed: nothing more goes out, and its
+        // loss is settled once its input is read
+        if (peer == options_.rank || p.gone || p.failure || !p.send_failed.empty()) continue;
         if (!p.sendq.empty() || !p.said_goodbye) settled = false;
       }
       if (settled) return;

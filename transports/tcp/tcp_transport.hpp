@@ -86,6 +86,7 @@ class TcpTransport final : public Transport {
   RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<std::byte> data) override;
   bool poll() override;
+  void drain_input() override;
   void spin_begin() override;
   void spin_end() override;
   void wait_for_progress(Request& pending, std::chrono::nanoseconds timeout) override;
@@ -166,9 +167,13 @@ class TcpTransport final : public Transport {
   };
   struct Peer {
     Fd fd;
-    std::string address;                     // its listener (host:port), for a probe
-    bool said_goodbye = false;               // peer announced a clean close
-    bool gone = false;                       // socket finished (EOF or error)
+    std::string address;        // its listener (host:port), for a probe
+    bool said_goodbye = false;  // peer announced a clean close
+    bool gone = false;          // socket finished (EOF or error)
+    // A send failed (the peer reset the connection): why. Nothing more is
+    // written; what the peer sent before it went (its goodbye, its failure
+    // notice) is read first, and the loss settled after (process_events).
+    std::string send_failed;
     uint32_t events = EPOLLIN | EPOLLRDHUP;  // what epoll watches for this socket now
     std::deque<SendOp> sendq;
     RxState rx;
@@ -182,6 +187,9 @@ class TcpTransport final : public Transport {
     std::optional<Probe> probe;            // gone, but not known yet whether dead
     std::optional<Spared> vouched;         // what this rank told it in a probe (CallBoard::vouch)
     std::optional<Asked> asked;            // recover_result: the call asked about, its answer
+    // Results of calls it finished that it sent unasked: as it left
+    // (CallBoard::parting), or an answer that came after the asker gave up.
+    std::deque<CallBoard::KeptResult> finished_results;
   };
   struct Stranger {  // an accepted connection whose Hello is still being read
     Fd fd;
