@@ -364,21 +364,9 @@ void TcpTransport::close() {
     std::lock_guard lock(mu_);
     if (closing_) return;
     closing_ = true;
-    // The results of the calls it finished go first: a peer still in one of
-    // them may fail it after this rank has left, and then takes the result.
-    const auto finished =
-        options_.isolate_peer_failures ? std::vector<CallBoard::KeptResult>{} : board().parting();
     for (int peer = 0; peer < options_.size; ++peer) {
       Peer& p = peers_[peer];
       if (peer == options_.rank || p.gone || !p.fd) continue;
-      for (const auto& r : finished) {
-        SendOp result;
-        result.header =
-            make_frame(FrameType::answer, r.space << Spared::kSpaceShift, r.bytes.size(), r.sig);
-        result.header.flags = kAnswerFinished;
-        result.owned = r.bytes;
-        enqueue_locked(peer, std::move(result));
-      }
       SendOp op;
       op.header = make_frame(FrameType::goodbye, 0, 0, CallSignature{});
       enqueue_locked(peer, std::move(op));
@@ -395,26 +383,55 @@ void TcpTransport::close() {
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
   auto backoff = std::chrono::microseconds(50);
+  bool handed_over = false;
   while (true) {
     {
       std::lock_guard lock(mu_);
-      bool settled = true;
+      bool sent = true, goodbyes = true;
       for (int peer = 0; peer < options_.size; ++peer) {
         const Peer& p = peers_[peer];
         // failure: isolated; send_failed: nothing more goes out, and its
         // loss is settled once its input is read
         if (peer == options_.rank || p.gone || p.failure || !p.send_failed.empty()) continue;
-        if (!p.sendq.empty() || !p.said_goodbye) settled = false;
+        if (!p.sendq.empty()) sent = false;
+        if (!p.said_goodbye) goodbyes = false;
       }
-      if (settled) return;
-      if (deadline.expired()) {
-        log().warn("rank {}: closing without every peer's goodbye after {} s", options_.rank,
-                   wait_s);
-        return;
+      if (sent && goodbyes) return;
+      if (deadline.expired() || (sent && handed_over)) {
+        if (handed_over || options_.isolate_peer_failures) {
+          log().warn("rank {}: closing without every peer's goodbye after {} s", options_.rank,
+                     wait_s);
+          return;
+        }
+        hand_over_results_locked();
+        handed_over = true;
+        deadline = Deadline::after(std::chrono::seconds(1));  // for those frames to go out
       }
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
+  }
+}
+
+// A peer that has not said goodbye may still be in a call this rank
+// finished, and fail it after this rank has left (its deadline passed on a
+// third rank that did not answer its ask): it then takes the result from
+// what this rank hands it now, as an answer to an ask (tcp_recover.cpp).
+// Only then: a job that closes in step sends nothing more than goodbyes.
+void TcpTransport::hand_over_results_locked() {
+  const std::vector<CallBoard::KeptResult> finished = board().parting();
+  for (int peer = 0; peer < options_.size; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == options_.rank || p.gone || !p.fd || p.said_goodbye || !p.send_failed.empty())
+      continue;
+    for (const auto& r : finished) {
+      SendOp result;
+      result.header =
+          make_frame(FrameType::answer, r.space << Spared::kSpaceShift, r.bytes.size(), r.sig);
+      result.header.flags = kAnswerFinished;
+      result.owned = r.bytes;
+      enqueue_locked(peer, std::move(result));
+    }
   }
 }
 

@@ -301,6 +301,7 @@ class TcpTransport final : public Transport {
   // and cannot ask where it is, so it is told unasked (every kAnnounceAfter).
   void report_parked_locked();
   void progress_loop();
+  void hand_over_results_locked();  // close(): mu_ held
 
   TcpOptions options_;
   uint16_t listen_port_ = 0;
