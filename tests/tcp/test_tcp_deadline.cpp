@@ -159,7 +159,7 @@ TEST_CASE("deadline: a rank that could not answer an ask reads it before it mark
   two.world[1]->spin_end();
 }
 
-TEST_CASE("deadline: the gap since a rank last marked a part done is measured per space") {
+TEST_CASE("deadline: the gap since a rank last came to its gate is measured on its slot") {
   CallBoard::Slot slot;
   CHECK(slot.long_since_part_done(kDrainAfterGap));  // never before
   CHECK_FALSE(slot.long_since_part_done(kDrainAfterGap));
