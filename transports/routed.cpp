@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/core/error.hpp"
 
 namespace chorus {
@@ -77,6 +79,62 @@ void RoutedTransport::wait_for_progress(Request& pending, std::chrono::nanosecon
     // done then, and the goodbye only ends a wait for what never came.
     if (!pending.done()) throw;
   }
+  if (&data != &control()) check_lost_arrival(data, pending);
+}
+
+std::optional<Clock::time_point> RoutedTransport::arrivals_may_be_lost_since() const {
+  std::optional<Clock::time_point> since;
+  for (std::size_t i = 1; i < transports_.size(); ++i)
+    if (auto t = transports_[i]->arrivals_may_be_lost_since(); t && (!since || *t < *since))
+      since = t;
+  return since;
+}
+
+// A peer that died in the middle of a shared-memory send over UCX can leave
+// this rank's receive queue stopped: what a live peer sends after it never
+// arrives, and a call its death spares (it was in progress) would wait for
+// it until the deadline, though that peer may be done with the call. The
+// control channel still carries the truth: the peer is asked, and sealed if
+// its part is not done (it fails the call too); if its part is done, what
+// it sent should be here, and a wait that still lacks it fails the call.
+// Either way every rank reaches one verdict (the round, a kept result, the
+// root's confirmation), and soon.
+void RoutedTransport::check_lost_arrival(const Transport& data, const Request& pending) {
+  const auto since = data.arrivals_may_be_lost_since();
+  if (!since) return;
+  const auto now = Clock::now();
+  if (now - *since < kLostArrivalAsk) return;
+  const uint32_t tag = pending.tag();
+  const CallSignature& sig = pending.signature();
+  const int peer = pending.peer();
+  {
+    std::lock_guard lock(asked_mu_);
+    auto asked = std::find_if(asked_.begin(), asked_.end(), [&](const AskedPeer& a) {
+      return a.peer == peer && a.tag == tag && a.seq == sig.seq;
+    });
+    if (asked != asked_.end()) {
+      if (now - asked->answered < kLostArrivalWait) return;
+      asked_.erase(asked);
+      throw IoError(CHORUS_ERR_PEER_FAILURE,
+                    fmt::format("peer failure: rank {}: {}: rank {} did its part, but what it sent "
+                                "did not arrive within {} ms after a peer failed (a rank that "
+                                "dies in the middle of a shared-memory send can stop UCX's "
+                                "receive queue)",
+                                rank(), describe(sig), peer, kLostArrivalWait.count()));
+    }
+  }
+  const int peers[] = {peer};
+  if (!control().parts_done(tag, sig, peers, CHORUS_ERR_PEER_FAILURE))
+    throw IoError(CHORUS_ERR_PEER_FAILURE,
+                  fmt::format("peer failure: rank {}: {}: nothing came from rank {} after a peer "
+                              "failed, and its part was not done (a rank that dies in the middle "
+                              "of a shared-memory send can stop UCX's receive queue)",
+                              rank(), describe(sig), peer));
+  std::lock_guard lock(asked_mu_);
+  // Entries of calls long over: a peer is asked once per call.
+  std::erase_if(asked_,
+                [&](const AskedPeer& a) { return now - a.answered > 4 * kLostArrivalWait; });
+  asked_.push_back({peer, tag, sig.seq, Clock::now()});
 }
 
 void RoutedTransport::pass_on_control_failure() {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,11 +52,19 @@ class RoutedTransport final : public Transport {
                      chorus_result_t code = CHORUS_ERR_PEER_FAILURE) override {
     return control().recover_result(tag, sig, peers, result, code);
   }
-  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) override {
-    return control().parts_done(tag, sig, peers);
+  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                  chorus_result_t code = CHORUS_ERR_TIMEOUT) override {
+    return control().parts_done(tag, sig, peers, code);
   }
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
+  std::optional<Clock::time_point> arrivals_may_be_lost_since() const override;
+
+  // How long a wait on a data transport that may have lost arrivals goes on
+  // before it asks the peer (from the loss), and how long after the peer
+  // answered that its part is done (what it sent should be here).
+  static constexpr auto kLostArrivalAsk = std::chrono::milliseconds(100);
+  static constexpr auto kLostArrivalWait = std::chrono::milliseconds(500);
 
  private:
   Transport& control() const { return *transports_.front(); }
@@ -64,10 +74,23 @@ class RoutedTransport final : public Transport {
   // First, a data transport's lost connections go to the control channel,
   // which settles them. Locks: each transport's own, one at a time.
   void pass_on_control_failure();
+  // A wait on `data`, which may have lost what the peer sent: asks the peer
+  // whether its part is done, and throws when it is not (it is sealed, and
+  // fails the call too) or when it is but its messages still have not come.
+  void check_lost_arrival(const Transport& data, const Request& pending);
+
+  struct AskedPeer {  // a peer that answered that its part of a call is done
+    int peer;
+    uint32_t tag;
+    uint64_t seq;
+    Clock::time_point answered;
+  };
 
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<int> route_;
   std::string name_;
+  std::mutex asked_mu_;  // guards asked_ (waits of several threads); no other lock inside
+  std::vector<AskedPeer> asked_;
 };
 
 }  // namespace chorus

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -232,14 +233,23 @@ class Transport {
     return -1;
   }
   // After this rank's deadline passed in call `sig` while it waited on
-  // `peers`: asks each whether its part of the call is done (what it sends
-  // is on its way), sealing it where not (CallBoard::Slot::done_or_seal,
-  // with CHORUS_ERR_TIMEOUT). True when every one answered that it is;
-  // false when one is not, one cannot be asked or does not answer, or this
-  // transport cannot ask (CollectiveContext::extend_deadline).
-  virtual bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) {
-    (void)tag, (void)sig, (void)peers;
+  // `peers` (CollectiveContext::extend_deadline), or its data transport
+  // may have lost what they sent (RoutedTransport::wait_for_progress): asks
+  // each whether its part of the call is done (what it sends is on its
+  // way), sealing it where not (CallBoard::Slot::done_or_seal, with `code`).
+  // True when every one answered that it is; false when one is not, one
+  // cannot be asked or does not answer, or this transport cannot ask.
+  virtual bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                          chorus_result_t code = CHORUS_ERR_TIMEOUT) {
+    (void)tag, (void)sig, (void)peers, (void)code;
     return false;
+  }
+  // Since when a message a live peer sent may never arrive here (a peer
+  // killed in the middle of a shared-memory send can stop this rank's UCX
+  // receive queue for every sender), or nullopt. Waits on such a transport
+  // ask the peers they wait on (RoutedTransport::wait_for_progress).
+  virtual std::optional<Clock::time_point> arrivals_may_be_lost_since() const {
+    return std::nullopt;
   }
 
   // A data transport under a control channel (RoutedTransport) does not

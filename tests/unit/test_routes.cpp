@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/core/error.hpp"
@@ -157,5 +161,105 @@ TEST_CASE("routed: a peer that left fails a wait only for what never came", "[ro
   } catch (const IoError& e) {
     CHECK(e.code() == CHORUS_ERR_PEER_FAILURE);
     CHECK_THAT(e.what(), Catch::Contains("rank 1 left"));
+  }
+}
+
+namespace {
+
+// A control channel that answers asks as told, and records them.
+class AskedControl final : public test::NoDataTransport {
+ public:
+  using NoDataTransport::NoDataTransport;
+  bool parts_done(uint32_t, const CallSignature&, std::span<const int> peers,
+                  chorus_result_t code) override {
+    asked.insert(asked.end(), peers.begin(), peers.end());
+    codes.push_back(code);
+    return answer_done;
+  }
+
+  bool answer_done = false;
+  std::vector<int> asked;
+  std::vector<chorus_result_t> codes;
+};
+
+// A data transport whose arrivals may have been lost since a given time.
+class LossyData final : public test::NoDataTransport {
+ public:
+  using NoDataTransport::NoDataTransport;
+  std::optional<Clock::time_point> arrivals_may_be_lost_since() const override { return since; }
+
+  std::optional<Clock::time_point> since;
+};
+
+struct LossyRoutes {
+  LossyRoutes() {
+    std::vector<std::unique_ptr<Transport>> parts;
+    parts.push_back(std::make_unique<AskedControl>(0, 3));
+    parts.push_back(std::make_unique<LossyData>(0, 3));
+    control = static_cast<AskedControl*>(parts[0].get());
+    data = static_cast<LossyData*>(parts[1].get());
+    routed = std::make_unique<RoutedTransport>(std::move(parts), std::vector<int>{0, 1, 1});
+    sig.seq = 3;
+  }
+  // A wait on rank 1 over the data transport; the error's code and text.
+  std::optional<std::pair<chorus_result_t, std::string>> wait(Request& r) {
+    try {
+      routed->wait_for_progress(r, std::chrono::milliseconds(1));
+    } catch (const IoError& e) {
+      return std::make_pair(e.code(), std::string(e.what()));
+    }
+    return std::nullopt;
+  }
+
+  AskedControl* control;
+  LossyData* data;
+  std::unique_ptr<RoutedTransport> routed;
+  CallSignature sig;
+};
+
+}  // namespace
+
+// A rank killed in the middle of a shared-memory send over UCX can stop its
+// peer's receive queue: a live rank's messages never arrive, and a call the
+// death spares waited for them until the deadline (CI: a survivor of a
+// killed-during alltoall reported nothing for 2 s, until chorusrun killed
+// it). Such a wait asks the peer over the control channel instead.
+TEST_CASE("routed: a wait on a data transport that may have lost arrivals asks the peer",
+          "[routes]") {
+  LossyRoutes t;
+  auto recv = std::make_shared<Request>(1, false, 1, t.sig, 0);
+  SECTION("no loss, or a recent one: the wait goes on, nobody is asked") {
+    CHECK_FALSE(t.wait(*recv));
+    t.data->since = Clock::now();
+    CHECK_FALSE(t.wait(*recv));
+    CHECK(t.control->asked.empty());
+  }
+  SECTION("the peer's part is not done: it is sealed, and the call fails") {
+    t.data->since = Clock::now() - RoutedTransport::kLostArrivalAsk;
+    const auto error = t.wait(*recv);
+    REQUIRE(error);
+    CHECK(error->first == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(error->second, Catch::Contains("nothing came from rank 1") &&
+                                  Catch::Contains("its part was not done"));
+    CHECK(t.control->asked == std::vector<int>{1});
+    // Sealed with the failure's code, not a timeout's: it fails as this rank does.
+    CHECK(t.control->codes == std::vector<chorus_result_t>{CHORUS_ERR_PEER_FAILURE});
+  }
+  SECTION("the peer's part is done: its messages get a moment, then the call fails") {
+    t.data->since = Clock::now() - RoutedTransport::kLostArrivalAsk;
+    t.control->answer_done = true;
+    CHECK_FALSE(t.wait(*recv));
+    CHECK_FALSE(t.wait(*recv));
+    CHECK(t.control->asked == std::vector<int>{1});  // once per peer and call
+    auto arrived = std::make_shared<Request>(1, false, 1, t.sig, 0);
+    arrived->completion().complete();
+    std::this_thread::sleep_for(RoutedTransport::kLostArrivalWait);
+    CHECK_FALSE(t.wait(*arrived));  // what came is not failed
+    const auto error = t.wait(*recv);
+    REQUIRE(error);
+    CHECK(error->first == CHORUS_ERR_PEER_FAILURE);
+    CHECK_THAT(error->second,
+               Catch::Contains("rank 1 did its part") && Catch::Contains("did not arrive"));
+    CHECK(t.control->asked == std::vector<int>{1});
   }
 }

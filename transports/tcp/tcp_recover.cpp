@@ -165,7 +165,8 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
   return from;
 }
 
-bool TcpTransport::parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) {
+bool TcpTransport::parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                              chorus_result_t code) {
   if (options_.isolate_peer_failures) return false;
   {
     std::lock_guard lock(mu_);
@@ -186,7 +187,7 @@ bool TcpTransport::parts_done(uint32_t tag, const CallSignature& sig, std::span<
         return false;
     }
     if (to_ask.empty()) return true;
-    if (send_asks_locked(tag, sig, to_ask, kAskPartDone, CHORUS_ERR_TIMEOUT) == 0) return false;
+    if (send_asks_locked(tag, sig, to_ask, kAskPartDone, code) == 0) return false;
   }
   bool every_part_done = true;
   const Asking asking =

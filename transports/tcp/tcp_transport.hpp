@@ -106,7 +106,8 @@ class TcpTransport final : public Transport {
   int recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
                      std::span<std::byte> result,
                      chorus_result_t code = CHORUS_ERR_PEER_FAILURE) override;
-  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers) override;
+  bool parts_done(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
+                  chorus_result_t code = CHORUS_ERR_TIMEOUT) override;
 
   // The port this rank listens on (tests use it to connect as a stranger).
   uint16_t listen_port() const { return listen_port_; }

@@ -183,7 +183,10 @@ void UcxTransport::fail_all_locked() {
 // failure's code and message.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
+  const bool first = !failure_.error;
   if (!failure_.take(code, message, local_message, spared)) return;
+  if (first && !peer_mode_)
+    arrivals_lost_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   fail_all_locked();
   const std::string text = encode_notice(failure_.text, failure_.spared, kMaxReason);
   for (int peer = 0; peer < options_.size; ++peer) {
@@ -271,6 +274,12 @@ void UcxTransport::fail_peer(int peer, chorus_result_t code, const std::string& 
                peer);
 }
 
+std::optional<Clock::time_point> UcxTransport::arrivals_may_be_lost_since() const {
+  const Clock::rep since = arrivals_lost_since_.load(std::memory_order_acquire);
+  if (since == 0) return std::nullopt;
+  return Clock::time_point(Clock::duration(since));
+}
+
 void UcxTransport::close() {
   std::unique_lock lock(mu_);
   if (closing_) return;
@@ -281,8 +290,11 @@ void UcxTransport::close() {
       p.goodbye = send_control_locked(peer, ControlType::goodbye);
   }
   // Wait (bounded) until our goodbyes are out and every peer said goodbye; a
-  // failed job only flushes.
+  // failed job waits less, and only for its own goodbyes where the peers'
+  // may be stuck behind a dead sender's slot (arrivals_may_be_lost_since:
+  // they say goodbye on the control channel too).
   const double wait_s = failure_ ? 2.0 : options_.close_timeout_s;
+  const bool theirs_may_be_lost = arrivals_may_be_lost_since().has_value();
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
   bool settled = drive_until(
@@ -291,7 +303,8 @@ void UcxTransport::close() {
         for (int peer = 0; peer < options_.size; ++peer) {
           const Peer& p = peers_[peer];
           if (peer == options_.rank || p.gone || p.failure || !p.broken.empty()) continue;
-          if (!p.said_goodbye || (p.goodbye && p.goodbye->sends_left > 0)) return false;
+          if ((!p.said_goodbye && !theirs_may_be_lost) || (p.goodbye && p.goodbye->sends_left > 0))
+            return false;
         }
         return true;
       },

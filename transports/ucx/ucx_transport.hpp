@@ -119,6 +119,11 @@ class UcxTransport final : public Transport {
   std::vector<std::pair<int, std::string>> take_lost_connections() override;
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
+  // Without UCX's peer error handling (shared memory), from the first
+  // failure: a peer killed between reserving a slot of this rank's
+  // shared-memory receive queue and filling it stops the queue for every
+  // sender, and the calls a death spares may wait on what is behind it.
+  std::optional<Clock::time_point> arrivals_may_be_lost_since() const override;
 
   // Fails every pending and later request involving `peer` (receives are
   // cancelled inside UCX, the endpoint is closed), e.g. when another channel
@@ -317,6 +322,8 @@ class UcxTransport final : public Transport {
   void* control_req_ = nullptr;
   std::vector<std::pair<int, std::string>> deaths_;  // peer_died_locked: not settled yet
   FailureRecord failure_;  // the first failure, as peers are told it, and what it spares
+  // arrivals_may_be_lost_since, as Clock ticks (0: not so); read without mu_.
+  std::atomic<Clock::rep> arrivals_lost_since_{0};
   std::atomic<bool> failed_{false};
   bool closing_ = false, tearing_down_ = false, flushing_ = false, notices_pending_ = false;
   bool wake_pending_ = false;
