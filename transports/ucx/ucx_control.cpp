@@ -183,10 +183,12 @@ void UcxTransport::fail_all_locked() {
 // failure's code and message.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
-  const bool first = !failure_.error;
-  if (!failure_.take(code, message, local_message, spared)) return;
-  if (first && !peer_mode_)
+  // A peer failure may be a death in the middle of a send (the others end
+  // nothing in shared memory).
+  if (code == CHORUS_ERR_PEER_FAILURE && !peer_mode_ &&
+      arrivals_lost_since_.load(std::memory_order_relaxed) == 0)
     arrivals_lost_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  if (!failure_.take(code, message, local_message, spared)) return;
   fail_all_locked();
   const std::string text = encode_notice(failure_.text, failure_.spared, kMaxReason);
   for (int peer = 0; peer < options_.size; ++peer) {
@@ -290,11 +292,9 @@ void UcxTransport::close() {
       p.goodbye = send_control_locked(peer, ControlType::goodbye);
   }
   // Wait (bounded) until our goodbyes are out and every peer said goodbye; a
-  // failed job waits less, and only for its own goodbyes where the peers'
-  // may be stuck behind a dead sender's slot (arrivals_may_be_lost_since:
-  // they say goodbye on the control channel too).
+  // failed job waits less. (Their goodbyes may never come where a dead
+  // sender stopped the receive queue: arrivals_may_be_lost_since.)
   const double wait_s = failure_ ? 2.0 : options_.close_timeout_s;
-  const bool theirs_may_be_lost = arrivals_may_be_lost_since().has_value();
   auto deadline = Deadline::after(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(wait_s)));
   bool settled = drive_until(
@@ -303,8 +303,7 @@ void UcxTransport::close() {
         for (int peer = 0; peer < options_.size; ++peer) {
           const Peer& p = peers_[peer];
           if (peer == options_.rank || p.gone || p.failure || !p.broken.empty()) continue;
-          if ((!p.said_goodbye && !theirs_may_be_lost) || (p.goodbye && p.goodbye->sends_left > 0))
-            return false;
+          if (!p.said_goodbye || (p.goodbye && p.goodbye->sends_left > 0)) return false;
         }
         return true;
       },

@@ -119,7 +119,7 @@ class UcxTransport final : public Transport {
   std::vector<std::pair<int, std::string>> take_lost_connections() override;
   void close() override;
   void fail(chorus_result_t code, const std::string& message, const Spared& spared) override;
-  // Without UCX's peer error handling (shared memory), from the first
+  // Without UCX's peer error handling (shared memory), from the first peer
   // failure: a peer killed between reserving a slot of this rank's
   // shared-memory receive queue and filling it stops the queue for every
   // sender, and the calls a death spares may wait on what is behind it.
