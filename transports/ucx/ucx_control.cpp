@@ -183,8 +183,8 @@ void UcxTransport::fail_all_locked() {
 // failure's code and message.
 void UcxTransport::fail_and_notify_locked(chorus_result_t code, const std::string& message,
                                           const std::string& local_message, const Spared& spared) {
-  // A peer failure may be a death in the middle of a send (the others end
-  // nothing in shared memory).
+  // A peer failure may be a death in the middle of a send; an abort, a
+  // timeout or a mismatch leaves what its sender wrote whole.
   if (code == CHORUS_ERR_PEER_FAILURE && !peer_mode_ &&
       arrivals_lost_since_.load(std::memory_order_relaxed) == 0)
     arrivals_lost_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
