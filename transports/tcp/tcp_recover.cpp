@@ -111,32 +111,6 @@ TcpTransport::Asking TcpTransport::collect_answers(const CallSignature& sig,
 int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::span<const int> peers,
                                  std::span<std::byte> result, chorus_result_t code) {
   if (options_.isolate_peer_failures) return -1;
-  int asked = 0;
-  std::vector<std::pair<int, std::string>> by_listener;  // peer, its listener
-  {
-    std::lock_guard lock(mu_);
-    if (closing_) return -1;
-    for (int peer : peers) {
-      if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
-      const Peer& p = peers_[peer];
-      if (p.lost_alive && !p.said_goodbye && !p.address.empty())
-        by_listener.emplace_back(peer, p.address);
-    }
-    // A peer that left after it finished the call handed its result over.
-    for (int peer : peers) {
-      if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
-      for (const auto& r : peers_[peer].finished_results)
-        if (r.space == CallBoard::space_of(tag) && r.sig == sig &&
-            r.bytes.size() == result.size()) {
-          if (!result.empty()) std::memcpy(result.data(), r.bytes.data(), result.size());
-          log().info("rank {}: rank {} had finished {} and handed its result over", options_.rank,
-                     peer, describe(sig));
-          return peer;
-        }
-    }
-    asked = send_asks_locked(tag, sig, peers, 0, code);
-  }
-  const auto deadline = Clock::now() + kAskTimeout;
   const auto take = [&](int peer, const std::vector<std::byte>& kept) {
     if (kept.size() == result.size()) {
       if (!result.empty()) std::memcpy(result.data(), kept.data(), result.size());
@@ -146,6 +120,27 @@ int TcpTransport::recover_result(uint32_t tag, const CallSignature& sig, std::sp
                peer, describe(sig), kept.size(), result.size());
     return false;
   };
+  int asked = 0;
+  std::vector<std::pair<int, std::string>> by_listener;  // peer, its listener
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return -1;
+    for (int peer : peers) {
+      if (peer < 0 || peer >= options_.size || peer == options_.rank) continue;
+      const Peer& p = peers_[peer];
+      // A peer that left after it finished the call handed its result over.
+      for (const auto& r : p.finished_results)
+        if (r.space == CallBoard::space_of(tag) && r.sig == sig && take(peer, r.bytes)) {
+          log().info("rank {}: rank {} had finished {} and handed its result over", options_.rank,
+                     peer, describe(sig));
+          return peer;
+        }
+      if (p.lost_alive && !p.said_goodbye && !p.address.empty())
+        by_listener.emplace_back(peer, p.address);
+    }
+    asked = send_asks_locked(tag, sig, peers, 0, code);
+  }
+  const auto deadline = Clock::now() + kAskTimeout;
   for (const auto& [peer, address] : by_listener) {
     std::vector<std::byte> kept;
     if (!ask_through_listener(peer, address, tag, sig, code, Deadline::at(deadline), &kept) ||
