@@ -42,10 +42,12 @@ struct AlgorithmSpec {
   // algorithms over a transport end with the root's confirmation.
   bool one_verdict = false;
   // That one verdict rests on a commit point (the root's release, or the
-  // broadcast chain's last rank's): a rank stopped whole (SIGSTOP) between
-  // the releases it sends leaves some ranks released and the others timed
-  // out, so a small replicated result is kept too (plan.hpp), which those
-  // take from the released ones.
+  // broadcast chain's last rank's), sent only once every rank's result is
+  // in place (a non-root of reduce or gather has none; a scatter's block
+  // and a broadcast's buffer came before the confirmations the release
+  // waits for). A rank stopped whole (SIGSTOP) between the releases it
+  // sends leaves some ranks released and the others timed out: those ask
+  // the released ones, whose "finished" settles the call (plan.hpp).
   bool commit_point = false;
 };
 

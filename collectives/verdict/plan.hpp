@@ -18,8 +18,11 @@
 //      nothing more: one survivor has no one to split with (a deadline
 //      is settled by the asks of CollectiveContext::wait and the gate,
 //      mark_part_done, that every call passes); but a one verdict that
-//      rests on a commit point (AlgorithmSpec::commit_point) keeps a
-//      replicated result as in 3, for a releaser stopped whole;
+//      rests on a commit point (AlgorithmSpec::commit_point) keeps an
+//      empty result, for a releaser stopped whole: every rank's result is
+//      in place before the first release, so a rank that timed out waiting
+//      for its release needs only a released rank's "finished" (any size,
+//      any of the rooted collectives; none with K = 0);
 //   3. replicated calls whose result is in host memory and at most K bytes
 //      keep their result;
 //   4. every other call takes the round, unless A is 0 (the user chose

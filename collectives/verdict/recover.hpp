@@ -43,7 +43,13 @@
 // on a failure, a frame header to each live peer and a header plus the
 // result back from each.
 //
-// Not covered here: collectives whose results differ by rank, device
+// The same asks settle a call whose algorithm ends at a commit point
+// (AlgorithmSpec::commit_point: reduce, gather, scatter and broadcast over a
+// transport), of any size: every rank's result is in place before the first
+// release, so each keeps an empty result, as a barrier does, and a
+// "finished" answer is all an asker needs.
+//
+// Not covered here: other collectives whose results differ by rank, device
 // buffers, and results larger than CHORUS_KEEP_RESULT; plan.hpp gives
 // those the round. A survivor that finished k and died before it was asked
 // takes its result with it (two failures).

@@ -268,17 +268,25 @@ TEST_CASE("verdict plan: the algorithm's own, a kept result, or the round") {
     CHECK_FALSE(plan(c, false, 2).keep);
   }
   CHECK(std::string(describe(plan(rs, true, 4))) == "none");
-  // A one verdict at a commit point keeps a small replicated result still
-  // (a releaser stopped whole), and adds nothing to the others.
+  // A one verdict at a commit point (a releaser stopped whole) keeps an
+  // empty result, whatever the collective and its size: every rank's result
+  // is in place before the first release.
   const auto small_bc = call(CollectiveKind::broadcast, out.data(), out.data(), 16, 0);
-  CHECK(plan(small_bc, true, 3, true).keep);
-  CHECK_FALSE(plan(small_bc, true, 3, true).round);
-  CHECK_FALSE(plan(small_bc, true, 3).keep);
-  CHECK_FALSE(plan(small_bc, true, 2, true).keep);
-  for (const auto& c : {mid_ar, rs}) {
-    CHECK_FALSE(plan(c, true, 4, true).keep);
-    CHECK_FALSE(plan(c, true, 4, true).round);
+  const auto big_bc = call(CollectiveKind::broadcast, out.data(), out.data(), 4 * 1024, 0);
+  const auto reduce = call(CollectiveKind::reduce, in.data(), out.data(), 1024, 0);
+  const auto gather = call(CollectiveKind::gather, in.data(), out.data(), 256, 0);
+  const auto scatter = call(CollectiveKind::scatter, out.data(), in.data(), 256, 0);
+  for (const auto& c : {small_bc, big_bc, reduce, gather, scatter}) {
+    const VerdictPlan committed = plan(c, true, 3, true);
+    REQUIRE(committed.keep);
+    CHECK(committed.keep->empty());
+    CHECK_FALSE(committed.round);
+    CHECK_FALSE(plan(c, true, 3).keep);
+    CHECK_FALSE(plan(c, true, 2, true).keep);
   }
+  config.keep_result_bytes = 0;  // CHORUS_KEEP_RESULT=0: nothing kept, no asks
+  CHECK_FALSE(plan(reduce, true, 3, true).keep);
+  config.keep_result_bytes = 2 << 10;
   // From CHORUS_AGREE's size every call takes the round, on its own or not.
   std::vector<int32_t> big((256 << 10) / 4);
   const auto big_ar = call(CollectiveKind::allreduce, big.data(), big.data(), big.size());

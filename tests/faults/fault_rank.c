@@ -52,6 +52,13 @@
  *   stopped-during  as stopped, but stops FAULT_KILL_US microseconds after
  *                its call began (as killed-during): in the middle of the
  *                call, or just after it
+ *   stopped-releasing  (the releaser of reduce, gather, scatter or
+ *                broadcast over TCP: the root, or the ring broadcast's last
+ *                rank) makes the call, and stops as stopped does right
+ *                after its first release has gone out
+ *                (release_stop.c): one rank released, the others waiting
+ *                for theirs. Every rank must finish the call; the victim
+ *                prints "release-stop RANK 1" if the stop came (0 if not)
  *   kind         calls broadcast (root 0) instead (allreduce instead of a
  *                broadcast)
  *   count        passes COUNT + 1 elements per block
@@ -111,6 +118,7 @@
 #include <unistd.h>
 
 #include "calls.h"
+#include "release_stop.h"
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -368,7 +376,7 @@ int main(int argc, char** argv) {
   }
 
   int checked = 1;      /* the result of a successful call is checked */
-  pid_t continuer = -1; /* stopped, stopped-during: the process that continues it */
+  pid_t continuer = -1; /* the stopped faults: the process that continues it */
   /* A rank that dies (or whose connections its peers drop: a corrupt
    * stream, or that aborts: an abort fails the calls in flight on every
    * rank) cannot tell the others which calls it finished: a peer still
@@ -462,13 +470,15 @@ int main(int argc, char** argv) {
       nanosleep(&until, NULL);
       rc = make_call(comm, size, &call, 0, BLOCKING);
     }
-  } else if (strcmp(fault, "stopped") == 0 || strcmp(fault, "stopped-during") == 0) {
+  } else if (strncmp(fault, "stopped", strlen("stopped")) == 0) {
     if (faulty) {
       continuer = fork_continuer((long)(3000 * timeout_s()));
       if (continuer < 0) return 1;
       say("fault %d %lld\n", rank, now_ms());
       if (strcmp(fault, "stopped") == 0) {
         raise(SIGSTOP);
+      } else if (strcmp(fault, "stopped-releasing") == 0) {
+        stop_at_first_release();
       } else {
         struct sigaction stop;
         memset(&stop, 0, sizeof stop);
@@ -512,6 +522,10 @@ int main(int argc, char** argv) {
   }
   verdict(comm, rank, rc);
   if (continuer > 0) waitpid(continuer, NULL, 0); /* the stop comes and goes first */
+  if (faulty && strcmp(fault, "stopped-releasing") == 0) {
+    printf("release-stop %d %d\n", rank, stopped_at_release());
+    fflush(stdout);
+  }
   if (faulty && strcmp(fault, "disconnected") == 0) {
     /* The call ended first: the cut still comes (on whichever thread takes
      * the signal, so not a pause() here). */

@@ -76,6 +76,12 @@ FAULTS = {
     # (its part was sent, or they need none).
     "stopped": ((0, 3), True, 3 * STALL_TIMEOUT_S * 1000 + FAST_MS),
     "stopped-during": ((0, 3), True, 3 * STALL_TIMEOUT_S * 1000 + FAST_MS),
+    # The victim, the releaser of a rooted call over TCP (its root, or the
+    # ring broadcast's last rank), is stopped as in stopped right after its
+    # first release went out: one rank released, the others' deadline
+    # passing while they wait for theirs. Every rank's result was in place
+    # before that release: all finish the call.
+    "stopped-releasing": (0, True, 3 * STALL_TIMEOUT_S * 1000 + FAST_MS),
     "kind": (5, True, FAST_MS),
     "count": (5, True, FAST_MS),
     "dtype": (5, True, FAST_MS),
@@ -102,9 +108,12 @@ FUSED = {"none", "killed", "exited", "destroyed", "aborted", "stalled", "count",
 COLLECTIVES = ["allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "reduce",
                "gather", "scatter", "barrier", "allgatherv", "reduce_scatterv"]
 REDUCING = {"allreduce", "reduce_scatter", "reduce", "reduce_scatterv"}
+ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 
 
 def applies(fault, collective):
+    if fault == "stopped-releasing":
+        return collective in ROOTED
     if collective == "allreduce":
         return True
     if fault in ("root", "allgather-in-place", "wrong-token", "launcher-killed"):
@@ -179,8 +188,15 @@ def run_launcher_killed(cmd, env, limit):
 
 def run_case(args, fault, transport, size, np, form, collective):
     code, victim_calls, bound_ms = FAULTS[fault]
-    victim = 0 if np == 2 else np - 1  # the first rank and the last both get to fail
-    short = ("stalled", "early-timeout", "stopped", "stopped-during")
+    if fault == "stopped-releasing" and size == "pipeline":
+        code = (0, 3)  # the verdict round follows the release there: all may time out
+    # The first rank and the last both get to fail. stopped-releasing stops
+    # the releaser: the root (rank 0), but for the ring broadcast (which 16
+    # floats over TCP take) the chain's last rank.
+    victim = 0 if np == 2 else np - 1
+    if fault == "stopped-releasing" and collective != "broadcast":
+        victim = 0
+    short = ("stalled", "early-timeout", "stopped", "stopped-during", "stopped-releasing")
     timeout_s = STALL_TIMEOUT_S if fault in short else CHORUS_TIMEOUT_S
     env = dict(os.environ, CHORUS_TRANSPORT=transport, CHORUS_TIMEOUT=str(timeout_s))
     env.pop("CHORUS_ALGO", None)
@@ -283,6 +299,9 @@ def run_case(args, fault, transport, size, np, form, collective):
             if not m or int(m.group(1)) != 4:
                 problems.append(f"rank {r}'s next call after the death: "
                                 f"{'no verdict' if not m else 'code ' + m.group(1)}, expected 4")
+    if fault == "stopped-releasing" and not re.search(rf"^(?:\[\d+\] )?release-stop {victim} 1$",
+                                                      out, re.M):
+        problems.append("the victim never stopped at a release (no frame without payload)")
     if fault == "wrong-token":
         for what in ("store", "hello"):
             if not re.search(rf"refused {what} {victim} 1", out):
@@ -363,10 +382,16 @@ def main():
             if fault in TCP_ONLY and transport not in ("tcp", "shm") and not (
                     fault == "disconnected" and ucx_over_tcp):
                 continue
+            # The rooted algorithms over shared memory have no release to
+            # stop at; UCX sends no frames through sendmsg.
+            if fault == "stopped-releasing" and transport != "tcp":
+                continue
             for size in args.sizes.split(","):
                 for np in (int(n) for n in args.np.split(",")):
                     if fault == "killed-during-two" and np < 3:
                         continue  # no survivor
+                    if fault == "stopped-releasing" and np < 3:
+                        continue  # one release: nothing between two
                     # Two ranks wait blocking, three non-blocking: both forms
                     # and both counts without doubling the suite.
                     forms = ["blocking" if np == 2 else "nonblocking"]
