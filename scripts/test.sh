@@ -141,8 +141,8 @@ run_suite() {
 # come from), runs all of UBSan.
 ASAN_TESTS="unit coll-inproc coll-shm bootstrap tcp ucx ucx-tcp c-api c-api-store c-api-wire-env
   fusion fusion-timeline strategy e2e-example e2e-kill-tcp e2e-kill-shm e2e-mismatch
-  e2e-split-kill e2e-p2p-kill e2e-stranger fault-killed fault-destroyed fault-malformed-frame
-  fault-truncated fault-bad-argument launcher-env launcher-kill9 launcher-tf-config"
+  e2e-split-kill e2e-p2p-kill e2e-stranger e2e-api-rules fault-killed fault-destroyed
+  fault-malformed-frame fault-truncated fault-bad-argument launcher-env launcher-kill9 launcher-tf-config"
 # Unity builds (meson's unity=on: up to 8 sources of a target compiled as one):
 # the headers (fmt, spdlog, nlohmann-json, the standard library) and the
 # sanitizers' instrumentation of what they instantiate are paid once per 8

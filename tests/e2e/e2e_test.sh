@@ -240,6 +240,18 @@ case $case_name in
       fail "no mismatch error naming both ranks and both calls"
     [ "$(grep -c ': allreduce failed: code' "$out")" -eq 3 ] || fail "not every rank failed"
     ;;
+  api-rules)
+    # Requests that outlive their communicator, and the last error per
+    # communicator, on every rank of 2 and 3 over each transport.
+    for transport in tcp shm; do
+      for np in 2 3; do
+        CHORUS_TRANSPORT=$transport run -np $np "$e2e" api-rules >"$out" 2>"$err"
+        rc=$?
+        [ $rc -eq 0 ] || fail "$transport, $np ranks: exit status $rc"
+        [ "$(grep -c 'api rules hold' "$out")" -eq $np ] || fail "$transport, $np ranks: not every rank"
+      done
+    done
+    ;;
   stranger)
     run -np 3 "$e2e" stranger >"$out" 2>"$err"
     rc=$?
