@@ -1,11 +1,11 @@
 /* The stopped-releasing fault: the rooted algorithms over a transport end
  * with a release (the root's, or the ring broadcast's last rank's), a
  * zero-byte message to every other rank, sent only once every rank's part
- * is in. In the calls the suite makes (16 floats), the releaser sends no
- * other frame without payload there: so the first frame of the call that
- * is a 56-byte header alone (transports/tcp/wire.hpp, FrameHeader) is its
- * first release, and stopping right after it leaves one rank released and
- * the others waiting.
+ * is in. In the calls the suite makes, every frame the releaser sends
+ * before it carries data: so the first frame of the call that is a 56-byte
+ * header alone (transports/tcp/wire.hpp, FrameHeader) is its first
+ * release, and stopping right after it leaves one rank released and the
+ * others waiting.
  *
  * The TCP transport writes its frames with sendmsg; this one, defined in
  * the executable, comes first in the lookup of libchorus.so's sendmsg and
