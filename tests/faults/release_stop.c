@@ -10,7 +10,9 @@
  * The TCP transport writes its frames with sendmsg; this one, defined in
  * the executable, comes first in the lookup of libchorus.so's sendmsg and
  * passes every call on to libc's. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE /* the build may define it for every file */
+#define _GNU_SOURCE /* RTLD_NEXT */
+#endif
 #include "release_stop.h"
 
 #include <dlfcn.h>
