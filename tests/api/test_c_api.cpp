@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -13,9 +14,12 @@
 #include "base/bootstrap/tcp_store.hpp"
 #include "include/chorus.h"
 #include "tests/api/api_harness.hpp"
+#include "tests/common/api_rules.hpp"
 
 using chorus::test::all_zero;
 using chorus::test::kToken;
+using chorus::test::last_error_is_per_communicator;
+using chorus::test::requests_outlive_their_communicator;
 using chorus::test::run;
 using chorus::test::wait_for;
 
@@ -326,18 +330,11 @@ TEST_CASE("c api: the last error is kept per communicator") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
     chorus_comm_t child = nullptr;
     if (chorus_comm_split(comm, 0, rank, &child) || !child) return 1;
-    // An error on comm (a bad dtype; it fails comm on both ranks), then a
-    // successful call on the child: comm's message stays, the child's is "".
-    float x = 1;
-    if (chorus_allreduce(comm, &x, &x, 1, static_cast<chorus_dtype_t>(77), CHORUS_SUM, 0) !=
-        CHORUS_ERR_INVALID_ARGUMENT)
+    if (const char* broke = last_error_is_per_communicator(comm, child, 2)) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, broke);
       return 2;
+    }
     const std::string failed_message = chorus_comm_last_error(comm);
-    if (failed_message.find("dtype 77") == std::string::npos) return 3;
-    int size = 0;
-    if (chorus_comm_size(child, &size) != CHORUS_SUCCESS || size != 2) return 4;
-    if (failed_message != chorus_comm_last_error(comm)) return 5;
-    if (std::strlen(chorus_comm_last_error(child)) != 0) return 6;
     // A call on the child (failed with comm: they share connections) has its
     // own message; comm's is still the first one.
     if (chorus_barrier(child, 0) == CHORUS_SUCCESS) return 7;
@@ -354,19 +351,10 @@ TEST_CASE("c api: the last error is kept per communicator") {
 
 TEST_CASE("c api: a request outliving its communicator is finished and freed by wait") {
   auto results = run(2, [](int rank, chorus_comm_t comm) {
-    chorus_comm_t child = nullptr;
-    if (chorus_comm_split(comm, 0, rank, &child) || !child) return 1;
-    int32_t x = rank + 1, y = 10 * (rank + 1);
-    chorus_request_t first = nullptr, second = nullptr;
-    if (chorus_iallreduce(child, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &first)) return 2;
-    if (chorus_iallreduce(child, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, &second)) return 3;
-    // Destroy waits for both; wait and test then report their results and
-    // free them (LeakSanitizer checks the freeing in the sanitized build).
-    if (chorus_comm_destroy(child) != CHORUS_SUCCESS) return 4;
-    if (chorus_wait(&first, 0) != CHORUS_SUCCESS || first != nullptr || x != 3) return 5;
-    int done = 0;
-    if (chorus_test(&second, &done) != CHORUS_SUCCESS || !done || second != nullptr || y != 30)
-      return 6;
+    if (const char* broke = requests_outlive_their_communicator(rank, 2, comm)) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, broke);
+      return 1;
+    }
     return 0;
   });
   CHECK(all_zero(results));

@@ -49,6 +49,7 @@
 #include "base/core/config.hpp"
 #include "collectives/shm/domain.hpp"
 #include "include/chorus.h"
+#include "tests/common/api_rules.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
 
@@ -175,50 +176,22 @@ int hold_setup_window(int rank, int size) {
   return 1;
 }
 
-// The header's rules for requests and errors, as every rank of a job sees
-// them: every result of wait and test but TIMEOUT frees the request, also
-// after its communicator was destroyed; chorus_comm_last_error is the
-// message of the communicator asked about, not of the thread's last call.
+// The header's rules for requests and errors (tests/common/api_rules.hpp),
+// on every rank of a job.
 int api_rules(int rank, int size, chorus_comm_t comm) {
-  auto broke = [&](const char* what) {
-    std::printf("rank %d: WRONG: %s: %s\n", rank, what, chorus_comm_last_error(comm));
-    std::fflush(stdout);
-    chorus_comm_destroy(comm);
-    return 1;
-  };
-  chorus_comm_t child = nullptr, other = nullptr;
-  if (chorus_comm_split(comm, 0, rank, &child) != CHORUS_SUCCESS || !child) return broke("split");
-  int32_t x = rank + 1, y = 10 * (rank + 1);
-  chorus_request_t first = nullptr, second = nullptr;
-  if (chorus_iallreduce(child, &x, &x, 1, CHORUS_INT32, CHORUS_SUM, &first) != CHORUS_SUCCESS ||
-      chorus_iallreduce(child, &y, &y, 1, CHORUS_INT32, CHORUS_SUM, &second) != CHORUS_SUCCESS)
-    return broke("iallreduce");
-  if (chorus_comm_destroy(child) != CHORUS_SUCCESS) return broke("destroy with requests out");
-  const int32_t sum = size * (size + 1) / 2;
-  if (chorus_wait(&first, 0) != CHORUS_SUCCESS || first != nullptr || x != sum)
-    return broke("wait after the communicator was destroyed");
-  int done = 0;
-  if (chorus_test(&second, &done) != CHORUS_SUCCESS || !done || second != nullptr || y != 10 * sum)
-    return broke("test after the communicator was destroyed");
-  if (chorus_comm_split(comm, 0, rank, &other) != CHORUS_SUCCESS || !other)
-    return broke("second split");
-  // An error on comm (a dtype no rank can use), then a successful call on
-  // the other communicator: comm keeps its message, the other has none.
-  float f = 1;
-  if (chorus_allreduce(comm, &f, &f, 1, static_cast<chorus_dtype_t>(77), CHORUS_SUM, 0) !=
-      CHORUS_ERR_INVALID_ARGUMENT)
-    return broke("an unknown dtype was not refused");
-  const std::string message = chorus_comm_last_error(comm);
-  int other_size = 0;
-  if (chorus_comm_size(other, &other_size) != CHORUS_SUCCESS || other_size != size)
-    return broke("size of the other communicator");
-  if (message.find("dtype 77") == std::string::npos || message != chorus_comm_last_error(comm) ||
-      std::strlen(chorus_comm_last_error(other)) != 0)
-    return broke("the last error is not kept per communicator");
-  chorus_comm_destroy(other);
+  chorus_comm_t other = nullptr;
+  const char* broke = chorus::test::requests_outlive_their_communicator(rank, size, comm);
+  if (!broke && (chorus_comm_split(comm, 0, rank, &other) != CHORUS_SUCCESS || !other))
+    broke = "second split";
+  if (!broke) broke = chorus::test::last_error_is_per_communicator(comm, other, size);
+  if (broke)
+    std::printf("rank %d: WRONG: %s: %s\n", rank, broke, chorus_comm_last_error(comm));
+  else
+    std::printf("rank %d: api rules hold\n", rank);
+  std::fflush(stdout);
+  if (other) chorus_comm_destroy(other);
   chorus_comm_destroy(comm);
-  std::printf("rank %d: api rules hold\n", rank);
-  return 0;
+  return broke ? 1 : 0;
 }
 
 }  // namespace
