@@ -14,6 +14,7 @@
 
 #include "bench_common.h"
 #include "matmul_kernel.h"
+#include "overlap_ceiling.h"
 
 typedef struct {
   size_t side;
@@ -120,29 +121,41 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     double* compute_t_ = malloc((size_t)iters * sizeof(double));
     double* step_t = malloc((size_t)iters * sizeof(double));
     double* inside_t = malloc((size_t)iters * sizeof(double));
+    double* comm_cpu_t = malloc((size_t)iters * sizeof(double));
+    double* compute_cpu_t = malloc((size_t)iters * sizeof(double));
     double comm_us, alone_us, step_us, inside_us, serial, ideal, overlap, stretch, target;
+    double comm_cpu_us, compute_cpu_us, cores, ceiling;
     long products;
     uint64_t wrong = 0, all_wrong = 0;
-    if (!send || !recv || !comm_t || !compute_t_ || !step_t || !inside_t)
+    if (!send || !recv || !comm_t || !compute_t_ || !step_t || !inside_t || !comm_cpu_t ||
+        !compute_cpu_t)
       MPI_Abort(MPI_COMM_WORLD, 2);
     for (e = 0; e < count; ++e) send[e] = (float)(rank + 1);
     for (r = 0; r < warmup + iters; ++r) { /* comm alone */
-      double t0;
+      double t0, cpu0;
       MPI_Barrier(MPI_COMM_WORLD);
+      cpu0 = bench_process_cpu_us();
       t0 = now_us();
       MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      if (r >= warmup) comm_t[r - warmup] = now_us() - t0;
+      if (r >= warmup) {
+        comm_t[r - warmup] = now_us() - t0;
+        comm_cpu_t[r - warmup] = bench_process_cpu_us() - cpu0;
+      }
     }
     comm_us = max_over_ranks(bench_median_sorting(comm_t, iters));
     target = compute_us > 0 ? compute_us : comm_us;
     products = (long)(target / per_product + 0.5);
     if (products < 1) products = 1;
     for (r = 0; r < warmup + iters; ++r) { /* compute alone */
-      double t0;
+      double t0, cpu0;
       MPI_Barrier(MPI_COMM_WORLD);
+      cpu0 = bench_process_cpu_us();
       t0 = now_us();
       compute_run(&k, products);
-      if (r >= warmup) compute_t_[r - warmup] = now_us() - t0;
+      if (r >= warmup) {
+        compute_t_[r - warmup] = now_us() - t0;
+        compute_cpu_t[r - warmup] = bench_process_cpu_us() - cpu0;
+      }
     }
     for (r = 0; r < warmup + iters; ++r) { /* the step */
       MPI_Request request;
@@ -170,6 +183,10 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     ideal = comm_us > alone_us ? comm_us : alone_us;
     overlap = serial > ideal ? (serial - step_us) / (serial - ideal) : 0;
     stretch = alone_us > 0 ? inside_us / alone_us : 0;
+    comm_cpu_us = max_over_ranks(bench_median_sorting(comm_cpu_t, iters));
+    compute_cpu_us = max_over_ranks(bench_median_sorting(compute_cpu_t, iters));
+    cores = bench_cores_per_rank(nranks);
+    ceiling = bench_overlap_ceiling(comm_us, alone_us, comm_cpu_us, compute_cpu_us, cores);
     if (rank == 0) {
       const char* kind = k.sleep ? "sleep" : "matmul";
       if (json)
@@ -177,15 +194,17 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
             "{\"impl\": \"ompi\", \"benchmark\": \"overlap\", \"kind\": \"%s\", \"np\": %d, "
             "\"size\": %llu, \"products\": %ld, \"comm_us\": %.3f, \"compute_us\": %.3f, "
             "\"step_us\": %.3f, \"serial_us\": %.3f, \"ideal_us\": %.3f, \"overlap\": %.4f, "
-            "\"compute_stretch\": %.4f, \"wrong\": %llu}\n",
+            "\"compute_stretch\": %.4f, \"comm_cpu_us\": %.3f, \"compute_cpu_us\": %.3f, "
+            "\"cores_per_rank\": %.3f, \"overlap_ceiling\": %.4f, \"wrong\": %llu}\n",
             kind, nranks, (unsigned long long)bytes, products, comm_us, alone_us, step_us, serial,
-            ideal, overlap, stretch, (unsigned long long)all_wrong);
+            ideal, overlap, stretch, comm_cpu_us, compute_cpu_us, cores, ceiling,
+            (unsigned long long)all_wrong);
       else
         printf(
             "%12llu B  comm %10.1f us  %s %10.1f us  step %10.1f us  serial %10.1f  ideal %10.1f  "
-            "overlap %5.2f  compute x%.2f  wrong %llu\n",
+            "overlap %5.2f  ceiling %4.2f  comm cpu %10.1f us  compute x%.2f  wrong %llu\n",
             (unsigned long long)bytes, comm_us, kind, alone_us, step_us, serial, ideal, overlap,
-            stretch, (unsigned long long)all_wrong);
+            ceiling, comm_cpu_us, stretch, (unsigned long long)all_wrong);
       fflush(stdout);
     }
     free(send);
@@ -194,6 +213,8 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     free(compute_t_);
     free(step_t);
     free(inside_t);
+    free(comm_cpu_t);
+    free(compute_cpu_t);
   }
   if (rank == 0 && json)
     printf(

@@ -20,6 +20,8 @@
 //                    0: none, the calls ran one after the other)
 //   compute_stretch = the products' time inside the step / alone: what the
 //                    allreduce took from the caller's CPU
+//   ceiling        = the best overlap the CPUs allow (bench/overlap_ceiling.h),
+//                    from the process's CPU time in comm and compute alone
 // Each step's result is checked: inputs rank + 1, every element must be
 // N (N + 1) / 2.
 #include <chorus.h>
@@ -36,6 +38,7 @@
 #include "bench_common.h"
 #include "bench_stats.hpp"
 #include "matmul_kernel.h"
+#include "overlap_ceiling.h"
 
 namespace {
 
@@ -132,16 +135,20 @@ int overlap_main(int argc, char** argv) {
     std::vector<float> send(count, float(rank + 1)), recv(count, 0.0f);
     const float want = float(nranks) * float(nranks + 1) / 2;
     int rc = 0;
-    std::vector<double> comm_t, compute_t, step_t, inside_t;
+    std::vector<double> comm_t, compute_t, step_t, inside_t, comm_cpu_t, compute_cpu_t;
     const auto allreduce = [&] {
       return chorus_allreduce(comm, send.data(), recv.data(), count, CHORUS_FLOAT32, CHORUS_SUM, 0);
     };
     // comm alone
     for (int i = 0; i < warmup + iters && !rc; ++i) {
       rc = chorus_barrier(comm, 0);
+      const double cpu0 = bench_process_cpu_us();
       const auto t0 = Clock::now();
       if (!rc) rc = allreduce();
-      if (i >= warmup) comm_t.push_back(since_us(t0));
+      if (i >= warmup) {
+        comm_t.push_back(since_us(t0));
+        comm_cpu_t.push_back(bench_process_cpu_us() - cpu0);
+      }
     }
     if (rc) {
       failed = rc;
@@ -153,9 +160,13 @@ int overlap_main(int argc, char** argv) {
     // compute alone
     for (int i = 0; i < warmup + iters && !rc; ++i) {
       rc = chorus_barrier(comm, 0);
+      const double cpu0 = bench_process_cpu_us();
       const auto t0 = Clock::now();
       compute.run(products);
-      if (i >= warmup) compute_t.push_back(since_us(t0));
+      if (i >= warmup) {
+        compute_t.push_back(since_us(t0));
+        compute_cpu_t.push_back(bench_process_cpu_us() - cpu0);
+      }
     }
     // the step
     uint64_t wrong = 0;
@@ -192,6 +203,11 @@ int overlap_main(int argc, char** argv) {
     const double serial = comm_us + alone_us, ideal = std::max(comm_us, alone_us);
     const double overlap = serial > ideal ? (serial - step_us) / (serial - ideal) : 0;
     const double stretch = alone_us > 0 ? inside_us / alone_us : 0;
+    const double comm_cpu_us = bench_max_over_ranks(comm, bench_median(comm_cpu_t));
+    const double compute_cpu_us = bench_max_over_ranks(comm, bench_median(compute_cpu_t));
+    const double cores = bench_cores_per_rank(nranks);
+    const double ceiling =
+        bench_overlap_ceiling(comm_us, alone_us, comm_cpu_us, compute_cpu_us, cores);
     if (rank != 0) continue;
     if (json)
       std::printf(
@@ -199,15 +215,17 @@ int overlap_main(int argc, char** argv) {
           "\"size\": %llu, \"products\": %ld, \"comm_us\": %.3f, \"compute_us\": %.3f, "
           "\"step_us\": %.3f, "
           "\"serial_us\": %.3f, \"ideal_us\": %.3f, \"overlap\": %.4f, "
-          "\"compute_stretch\": %.4f, \"wrong\": %llu}\n",
+          "\"compute_stretch\": %.4f, \"comm_cpu_us\": %.3f, \"compute_cpu_us\": %.3f, "
+          "\"cores_per_rank\": %.3f, \"overlap_ceiling\": %.4f, \"wrong\": %llu}\n",
           kind.c_str(), nranks, (unsigned long long)bytes, products, comm_us, alone_us, step_us,
-          serial, ideal, overlap, stretch, (unsigned long long)all_wrong);
+          serial, ideal, overlap, stretch, comm_cpu_us, compute_cpu_us, cores, ceiling,
+          (unsigned long long)all_wrong);
     else
       std::printf(
           "%12llu B  comm %10.1f us  %s %10.1f us  step %10.1f us  serial %10.1f  ideal %10.1f  "
-          "overlap %5.2f  compute x%.2f  wrong %llu\n",
+          "overlap %5.2f  ceiling %4.2f  comm cpu %10.1f us  compute x%.2f  wrong %llu\n",
           (unsigned long long)bytes, comm_us, kind.c_str(), alone_us, step_us, serial, ideal,
-          overlap, stretch, (unsigned long long)all_wrong);
+          overlap, ceiling, comm_cpu_us, stretch, (unsigned long long)all_wrong);
     std::fflush(stdout);
   }
   if (failed)

@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 FIELDS = ("impl", "benchmark", "kind", "np", "size", "products", "comm_us", "compute_us", "step_us",
-          "serial_us", "ideal_us", "overlap", "compute_stretch", "wrong")
+          "serial_us", "ideal_us", "overlap", "compute_stretch", "comm_cpu_us", "compute_cpu_us",
+          "cores_per_rank", "overlap_ceiling", "wrong")
 ARGS = ["overlap", "-b", "64K", "-e", "256K", "-f", "4", "-n", "3", "-w", "1", "--size", "32",
         "-J"]
 
@@ -67,6 +68,28 @@ def check(cmd, impl, kind):
             want = (r["serial_us"] - r["step_us"]) / saving
             expect(abs(r["overlap"] - want) < 1e-3, "%s: overlap = (serial - step) / (serial - "
                    "ideal) (%s)" % (impl, r))
+        expect(abs(r["overlap_ceiling"] - ceiling(r)) < 2e-3,
+               "%s: the ceiling follows from the CPU times (want %.4f: %s)" % (impl, ceiling(r), r))
+        expect(r["comm_cpu_us"] > 0 and r["cores_per_rank"] > 0,
+               "%s: the allreduce used CPU, and a rank has a share of the CPUs (%s)" % (impl, r))
+        if kind == "sleep":
+            # A sleep takes little CPU (the wake-up, the clock reads): under half its time.
+            expect(r["compute_cpu_us"] < 0.5 * r["compute_us"],
+                   "%s: a sleep's CPU time is small (%s)" % (impl, r))
+        else:
+            # The products run on one thread, on the CPU the whole time.
+            expect(r["compute_cpu_us"] > 0.5 * r["compute_us"],
+                   "%s: the products' CPU time is most of their time (%s)" % (impl, r))
+
+
+def ceiling(r):
+    """bench/overlap_ceiling.h, written again: the best step the CPUs allow."""
+    serial = r["comm_us"] + r["compute_us"]
+    ideal = max(r["comm_us"], r["compute_us"])
+    if serial <= ideal:
+        return 0.0
+    best = max(ideal, (r["comm_cpu_us"] + r["compute_cpu_us"]) / r["cores_per_rank"])
+    return min(1.0, max(0.0, (serial - best) / (serial - ideal)))
 
 
 def main():
