@@ -15,7 +15,10 @@
 //                 (the reduction comes on top);
 //   xchg-self     the same steps and synchronisation, but each thread copies
 //                 its own slot out: xchg-self / xchg-shm is the cost of the
-//                 crossing itself.
+//                 crossing itself;
+//   xchg-tcp      two threads on two CPUs exchange S bytes each way over
+//                 loopback TCP: the bound of a 2-rank allreduce's busbw over
+//                 TCP (limits_tcp.hpp).
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
@@ -31,11 +34,13 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "limits_tcp.hpp"
 #include "memcpy_limit.hpp"
 
 namespace {
 
 using chorus_bench::alloc_touched;
+using chorus_bench::pin_to_cpu;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -57,13 +62,6 @@ std::vector<int> allowed_cpus() {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &set)) cpus.push_back(c);
   return cpus;
-}
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);  // best effort: an unpinned run is still a run
 }
 
 // How many copies of `bytes` make one timed run last about `target` seconds.
@@ -91,7 +89,7 @@ double copy_all(std::size_t bytes, const std::vector<int>& cpus, int64_t copies)
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < n; ++t)
     threads.emplace_back([&, t] {
-      pin_to(cpus[t]);
+      pin_to_cpu(cpus[t]);
       void* src = alloc_touched(bytes);
       void* dst = alloc_touched(bytes);
       start.arrive_and_wait();
@@ -142,7 +140,7 @@ double exchange_shm(std::size_t bytes, int64_t reps, std::size_t block,
   double gbps[2] = {0, 0};
   std::barrier start(2);
   auto run = [&](int me) {
-    pin_to(cpus[static_cast<std::size_t>(me) % cpus.size()]);
+    pin_to_cpu(cpus[static_cast<std::size_t>(me) % cpus.size()]);
     const int other = self ? me : 1 - me;
     auto* src = static_cast<std::byte*>(alloc_touched(bytes));
     auto* dst = static_cast<std::byte*>(alloc_touched(bytes));
@@ -183,7 +181,8 @@ int main(int argc, char** argv) {
       "chorus-limits: what this host allows a collective on it (GB/s per rank, medians).\n"
       "copy-1: one thread's memcpy; copy-all: each CPU's memcpy while all copy;\n"
       "xchg-shm: two CPUs exchanging through cache-sized shared slots (bound of a\n"
-      "2-rank shared-memory allreduce); xchg-self: same steps without crossing cores."};
+      "2-rank shared-memory allreduce); xchg-self: same steps without crossing cores;\n"
+      "xchg-tcp: the same over loopback TCP (bound of a 2-rank TCP allreduce)."};
   app.add_option("-s,--sizes", sizes_text, "Comma-separated sizes in bytes (K/M/G suffixes)");
   app.add_option("-r,--runs", runs, "Runs per measurement (the median is printed)")
       ->check(CLI::Range(1, 101));
@@ -223,8 +222,9 @@ int main(int argc, char** argv) {
       "%zu CPUs allowed; xchg block %llu B\n",
       runs, cpus.size(), static_cast<unsigned long long>(block));
   if (cpus.size() < 2) std::printf("# only one CPU allowed: the xchg columns share it\n");
-  std::printf("#%11s %9s %9s %9s %9s\n", "size(B)", "copy-1",
-              ("copy-all" + std::to_string(copy_cpus.size())).c_str(), "xchg-shm", "xchg-self");
+  std::printf("#%11s %9s %9s %9s %9s %9s\n", "size(B)", "copy-1",
+              ("copy-all" + std::to_string(copy_cpus.size())).c_str(), "xchg-shm", "xchg-self",
+              "xchg-tcp");
   for (const uint64_t size : sizes) {
     const auto bytes = static_cast<std::size_t>(size);
     double ignored = 0;
@@ -233,14 +233,17 @@ int main(int argc, char** argv) {
     // The exchange moves each byte twice and waits at every block: a fifth of
     // the copies still lasts a few milliseconds.
     const int64_t xchg_reps = std::max<int64_t>(1, copies / 5);
-    std::vector<double> all, shm, self;
+    // Loopback TCP runs at a tenth of memcpy's speed or less.
+    const int64_t tcp_reps = std::max<int64_t>(1, copies / 20);
+    std::vector<double> all, shm, self, tcp;
     for (int r = 0; r < runs; ++r) {  // interleaved, so drifts hit every column alike
       all.push_back(copy_all(bytes, copy_cpus, copies));
       shm.push_back(exchange_shm(bytes, xchg_reps, block, cpus, false));
       self.push_back(exchange_shm(bytes, xchg_reps, block, cpus, true));
+      tcp.push_back(chorus_bench::exchange_tcp(bytes, tcp_reps, cpus));
     }
-    std::printf("%12llu %9.2f %9.2f %9.2f %9.2f\n", static_cast<unsigned long long>(size), one,
-                median(all), median(shm), median(self));
+    std::printf("%12llu %9.2f %9.2f %9.2f %9.2f %9.2f\n", static_cast<unsigned long long>(size),
+                one, median(all), median(shm), median(self), median(tcp));
     std::fflush(stdout);
   }
   return 0;

@@ -3,6 +3,8 @@
 // that busbw can be read as a fraction of what one core copies locally.
 #include "memcpy_limit.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +23,13 @@ void* alloc_touched(size_t bytes) {
   }
   std::memset(p, 0, bytes);  // touch every page once, outside any timed region
   return p;
+}
+
+void pin_to_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
 }
 
 // ------------------------------------------------------------- memcpy limit
