@@ -58,6 +58,7 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
   uint64_t min_bytes = 64 << 10, max_bytes = 64 << 20, total_wrong = 0, bytes;
   int factor = 4, iters = 10, warmup = 2, json = 0, side = 64, i, r;
   double compute_us = 0, per_product, product_us[21];
+  const double cores = bench_cores_per_rank(nranks);
   compute_t k;
   k.sleep = 0;
   for (i = 1; i < argc; ++i) {
@@ -124,7 +125,7 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     double* comm_cpu_t = malloc((size_t)iters * sizeof(double));
     double* compute_cpu_t = malloc((size_t)iters * sizeof(double));
     double comm_us, alone_us, step_us, inside_us, serial, ideal, overlap, stretch, target;
-    double comm_cpu_us, compute_cpu_us, cores, ceiling;
+    double comm_cpu_us, compute_cpu_us, ceiling;
     long products;
     uint64_t wrong = 0, all_wrong = 0;
     if (!send || !recv || !comm_t || !compute_t_ || !step_t || !inside_t || !comm_cpu_t ||
@@ -185,7 +186,6 @@ int mpi_overlap_main(int argc, char** argv, int rank, int nranks) {
     stretch = alone_us > 0 ? inside_us / alone_us : 0;
     comm_cpu_us = max_over_ranks(bench_median_sorting(comm_cpu_t, iters));
     compute_cpu_us = max_over_ranks(bench_median_sorting(compute_cpu_t, iters));
-    cores = bench_cores_per_rank(nranks);
     ceiling = bench_overlap_ceiling(comm_us, alone_us, comm_cpu_us, compute_cpu_us, cores);
     if (rank == 0) {
       const char* kind = k.sleep ? "sleep" : "matmul";

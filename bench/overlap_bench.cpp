@@ -128,6 +128,7 @@ int overlap_main(int argc, char** argv) {
     per_product = bench_max_over_ranks(comm, bench_median(product_us));
   }
 
+  const double cores = bench_cores_per_rank(nranks);
   int failed = 0;
   uint64_t total_wrong = 0;
   for (uint64_t bytes = min_bytes; bytes <= max_bytes && !failed; bytes *= uint64_t(factor)) {
@@ -205,7 +206,6 @@ int overlap_main(int argc, char** argv) {
     const double stretch = alone_us > 0 ? inside_us / alone_us : 0;
     const double comm_cpu_us = bench_max_over_ranks(comm, bench_median(comm_cpu_t));
     const double compute_cpu_us = bench_max_over_ranks(comm, bench_median(compute_cpu_t));
-    const double cores = bench_cores_per_rank(nranks);
     const double ceiling =
         bench_overlap_ceiling(comm_us, alone_us, comm_cpu_us, compute_cpu_us, cores);
     if (rank != 0) continue;

@@ -321,7 +321,9 @@ TEST_CASE("fused allreduce: tensors nobody waits for are reduced by the engine's
       }
       return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 5;
     });
-    INFO(n << " ranks: " << notes[0] << " / " << notes[1]);
+    std::string all_notes;
+    for (const auto& note : notes) all_notes += " / " + note;
+    INFO(n << " ranks:" << all_notes);
     CHECK(all_zero(results));
   }
 }
