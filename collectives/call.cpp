@@ -41,6 +41,19 @@ uint32_t counts_digest(const std::size_t* counts, int size) {
   return folded == 0 ? 1 : folded;  // 0 means "no counts"
 }
 
+void validate_allreduce_buffers(const void* send_buffer, const void* recv_buffer, std::size_t count,
+                                std::size_t elem, const char* what) {
+  check_bytes(count, elem, what);
+  const std::size_t block = count * elem;
+  const auto* send = static_cast<const std::byte*>(send_buffer);
+  const auto* recv = static_cast<const std::byte*>(recv_buffer);
+  require(send, block, "sendbuf", what);
+  require(recv, block, "recvbuf", what);
+  if (send != recv && overlaps(send, block, recv, block))
+    throw UsageError(
+        fmt::format("{}: sendbuf and recvbuf overlap without being the same buffer", what));
+}
+
 CallShape validate(const CollectiveCall& c, int rank, int size) {
   // The names are string literals, so NUL-terminated.
   const char* what = collective_name(c.kind).data();
@@ -96,11 +109,7 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
 
   switch (c.kind) {
     case CollectiveKind::allreduce:
-      require(c.send, block, "sendbuf", what);
-      require(c.recv, block, "recvbuf", what);
-      if (send != recv && overlaps(send, block, recv, block))
-        throw UsageError(
-            fmt::format("{}: sendbuf and recvbuf overlap without being the same buffer", what));
+      validate_allreduce_buffers(send, recv, c.count, e, what);
       break;
     case CollectiveKind::broadcast:
       require(c.recv, block, "buf", what);

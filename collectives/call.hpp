@@ -73,6 +73,11 @@ struct CallShape {
 // UsageError (CHORUS_ERR_INVALID_ARGUMENT) with a message that names the call
 // and the argument; returns the call's shape. Nothing here is collective.
 CallShape validate(const CollectiveCall& call, int rank, int size);
+// validate()'s checks of an allreduce's count and buffers (`elem` bytes per
+// element), for a caller whose dtype and op are checked already: the fused
+// allreduce, made a thousand times a step. `what` names the call.
+void validate_allreduce_buffers(const void* send, const void* recv, std::size_t count,
+                                std::size_t elem, const char* what);
 
 // The signature of the call on a team of `size` ranks (seq and algo are
 // filled in later).

@@ -277,8 +277,10 @@ chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
     if (r.fused) {
       // Waiting up to CHORUS_TIMEOUT, the thread runs the engine's due cycle
       // itself instead of waking the engine's thread for it (and being woken).
-      if (timeout_ms == 0)
-        if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->run_due_cycle();
+      // A shorter wait wakes the engine's thread for it, so that it returns
+      // on time.
+      if (chorus::fusion::Engine* engine = r.owner->fusion.made())
+        timeout_ms == 0 ? engine->run_due_cycle() : engine->kick();
       if (!r.fused->completion.wait(deadline, r.spin)) {
         // The engine made the request, so it exists; the tensor may finish
         // just now, and then its name may be gone.
@@ -338,7 +340,12 @@ chorus_result_t chorus_test(chorus_request_t* request, int* done) {
     }
     if (r.fused) {
       *done = r.fused->completion.done() ? 1 : 0;
-      if (!*done) return;
+      if (!*done) {
+        // A cycle due at once (every known tensor is in) starts now, not at
+        // the cycle timer.
+        if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->kick();
+        return;
+      }
       finished = true;
       r.fused->completion.rethrow_if_failed();
       return;

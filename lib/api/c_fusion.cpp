@@ -38,15 +38,9 @@ chorus_result_t chorus_fused_allreduce(chorus_comm_t comm, const char* name, con
       const chorus::fusion::TensorShape shape{count,
                                               chorus::api::to_dtype(dtype, "fused allreduce"),
                                               chorus::api::to_op(op, "fused allreduce")};
-      chorus::CollectiveCall call;
-      call.kind = chorus::CollectiveKind::allreduce;
-      call.send = sendbuf;
-      call.recv = recvbuf;
-      call.count = count;
-      call.dtype = shape.dtype;
-      call.op = shape.op;
       try {
-        chorus::validate(call, c.rank(), c.size());
+        chorus::validate_allreduce_buffers(sendbuf, recvbuf, count, chorus::dtype_size(shape.dtype),
+                                           "allreduce");
       } catch (const chorus::UsageError& e) {
         throw chorus::UsageError(e.code(), fmt::format("fused {} (tensor '{}')", e.what(), name));
       }

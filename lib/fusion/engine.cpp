@@ -124,11 +124,22 @@ void Engine::submit(std::string_view name, FusedPtr tensor) {
   outstanding_bytes_ += shape.bytes();
   incoming_.push_back(std::move(tensor));
   if (first) outstanding_since_ = Clock::now();
-  if (triggered_locked()) {
-    trigger_ = true;
+  // Only the first submission wakes the engine's thread, which sleeps for
+  // the idle period until then: a cycle is due CHORUS_FUSION_CYCLE_MS after
+  // it. A step whose every known name is in (trigger_) is due at once, but
+  // waking the thread for it costs a wake-up and two switches of the core
+  // per step (measured: 1000 tensors a step, 2 ranks, 9-10 us of 107), and
+  // the thread that waits for its tensors runs the cycle itself
+  // (run_due_cycle) or wakes the engine's thread (kick).
+  if (triggered_locked()) trigger_ = true;
+  if (first) cv_.notify_one();
+}
+
+void Engine::kick() {
+  std::lock_guard lock(mu_);
+  if (trigger_ && !kicked_) {
+    kicked_ = true;
     cv_.notify_one();
-  } else if (first) {
-    cv_.notify_one();  // it sleeps for the idle period: one cycle is due now
   }
 }
 
@@ -241,6 +252,7 @@ void Engine::run_cycle_locked() {
   {
     std::lock_guard lock(mu_);
     trigger_ = false;
+    kicked_ = false;
     if (names_.size() >= names_limit_) forget_idle_names_locked();
     if (!timed_) {
       const auto intake = Deadline::coarse_now();

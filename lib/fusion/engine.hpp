@@ -160,6 +160,13 @@ class Engine {
   // The name of a tensor submitted here, or nullopt once it is done (for a
   // wait's timeout message: the name's record may go after that).
   std::optional<std::string> name_if_pending(const FusedTensor& tensor) const;
+  // For a thread about to wait for one of this engine's tensors without
+  // running the cycle itself (a wait with a timeout, a test, the mirrored
+  // strategy): wakes the engine's thread when the next cycle is due at once.
+  // Submissions do not wake it for that; without a kick or a waiter that
+  // runs it, such a cycle starts CHORUS_FUSION_CYCLE_MS after the step's
+  // first submission.
+  void kick();
 
  private:
   void main();
@@ -237,7 +244,8 @@ class Engine {
   Clock::time_point outstanding_since_{};
   std::size_t known_count_ = 0;  // known_.size(), published by each cycle
   bool shutdown_requested_ = false;
-  bool trigger_ = false;
+  bool trigger_ = false;        // every known name is in: a cycle is due at once
+  bool kicked_ = false;         // the engine's thread was woken for trigger_
   std::exception_ptr stopped_;  // why the engine stopped: every later submission fails with it
   EngineStats stats_;
 

@@ -142,6 +142,7 @@ void Mirrored::gradient_ready(std::string_view name) {
 
 void Mirrored::wait_locked(Variable& v, const Deadline& deadline) {
   Completion& done = v.fused ? v.fused->completion : v.work->completion();
+  if (v.fused && !done.done()) engine_locked().kick();  // the cycle may be due at once
   if (!done.wait(deadline, spin_))
     throw IoError(CHORUS_ERR_TIMEOUT,
                   fmt::format("mirrored: reduce_gradients: the gradient of '{}' not reduced by "
@@ -240,6 +241,7 @@ void Mirrored::drain(const Deadline& deadline) noexcept {
   for (auto& v : variables_) {
     if (v.reduction != Reduction::in_flight) continue;
     Completion& done = v.fused ? v.fused->completion : v.work->completion();
+    if (v.fused && !done.done()) engine_locked().kick();  // the cycle may be due at once
     done.wait(deadline, spin_);
   }
 }

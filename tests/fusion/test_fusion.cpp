@@ -278,54 +278,65 @@ TEST_CASE("fused allreduce: tensors back to back in one buffer are reduced where
 
 TEST_CASE("fused allreduce: tensors nobody waits for are reduced by the engine's own thread",
           "[fusion]") {
-  // chorus_test never runs a cycle: the engine's thread must. Step 0 has no
-  // known set (its cycle is due CHORUS_FUSION_CYCLE_MS after the first
-  // submission); later steps complete the known set, which wakes the
-  // engine's thread at once.
+  // Neither chorus_test nor a wait with a timeout runs a cycle: the engine's
+  // thread must. Step 0 has no known set (its cycle is due
+  // CHORUS_FUSION_CYCLE_MS after the first submission); in later steps the
+  // known set is complete, and the first test or wait wakes the engine's
+  // thread for it (Engine::kick).
   const int tensors = 32, steps = 4;
-  for (int n : {2, 3}) {
-    std::vector<std::string> notes(static_cast<std::size_t>(n));
-    auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
-      std::vector<std::vector<float>> data(tensors);
-      for (int step = 0; step < steps; ++step) {
-        std::vector<chorus_request_t> requests(tensors, nullptr);
-        for (int t = 0; t < tensors; ++t) {
-          data[t].assign(std::size_t(1 + t * 13), float(rank + t + step));
-          const std::string name = "idle" + std::to_string(t);
-          if (chorus_fused_allreduce(comm, name.c_str(), data[t].data(), data[t].data(),
-                                     data[t].size(), CHORUS_FLOAT32, CHORUS_SUM, &requests[t]))
-            return 1;
-        }
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        for (auto& r : requests) {
-          int done = 0;
-          while (!done) {
-            if (chorus_test(&r, &done) != CHORUS_SUCCESS) return 2;
-            if (!done && std::chrono::steady_clock::now() > give_up) {
-              notes[rank] = "step " + std::to_string(step) + ": not done after 10 s";
-              return 3;
+  for (bool timed_wait : {false, true})
+    for (int n : {2, 3}) {
+      std::vector<std::string> notes(static_cast<std::size_t>(n));
+      auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+        std::vector<std::vector<float>> data(tensors);
+        for (int step = 0; step < steps; ++step) {
+          std::vector<chorus_request_t> requests(tensors, nullptr);
+          for (int t = 0; t < tensors; ++t) {
+            data[t].assign(std::size_t(1 + t * 13), float(rank + t + step));
+            const std::string name = "idle" + std::to_string(t);
+            if (chorus_fused_allreduce(comm, name.c_str(), data[t].data(), data[t].data(),
+                                       data[t].size(), CHORUS_FLOAT32, CHORUS_SUM, &requests[t]))
+              return 1;
+          }
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          for (auto& r : requests) {
+            if (timed_wait) {
+              if (chorus_result_t rc = chorus_wait(&r, 10000); rc != CHORUS_SUCCESS) {
+                notes[rank] = "step " + std::to_string(step) +
+                              ": wait: " + chorus_result_string(rc) + ": " +
+                              chorus_comm_last_error(comm);
+                return 2;
+              }
+              continue;
             }
-            if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            int done = 0;
+            while (!done) {
+              if (chorus_test(&r, &done) != CHORUS_SUCCESS) return 2;
+              if (!done && std::chrono::steady_clock::now() > give_up) {
+                notes[rank] = "step " + std::to_string(step) + ": not done after 10 s";
+                return 3;
+              }
+              if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+          }
+          for (int t = 0; t < tensors; ++t) {
+            // sum over ranks r of (r + t + step)
+            const float want = float(n * (n - 1) / 2 + n * (t + step));
+            for (float v : data[t])
+              if (v != want) {
+                notes[rank] = "step " + std::to_string(step) + " tensor " + std::to_string(t) +
+                              " = " + std::to_string(v) + ", want " + std::to_string(want);
+                return 4;
+              }
           }
         }
-        for (int t = 0; t < tensors; ++t) {
-          // sum over ranks r of (r + t + step)
-          const float want = float(n * (n - 1) / 2 + n * (t + step));
-          for (float v : data[t])
-            if (v != want) {
-              notes[rank] = "step " + std::to_string(step) + " tensor " + std::to_string(t) +
-                            " = " + std::to_string(v) + ", want " + std::to_string(want);
-              return 4;
-            }
-        }
-      }
-      return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 5;
-    });
-    std::string all_notes;
-    for (const auto& note : notes) all_notes += " / " + note;
-    INFO(n << " ranks:" << all_notes);
-    CHECK(all_zero(results));
-  }
+        return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 5;
+      });
+      std::string all_notes;
+      for (const auto& note : notes) all_notes += " / " + note;
+      INFO(n << " ranks, " << (timed_wait ? "waits of 10 s" : "tests") << ":" << all_notes);
+      CHECK(all_zero(results));
+    }
 }
 
 TEST_CASE("fused allreduce: names used once are forgotten, steady names stay known", "[fusion]") {
