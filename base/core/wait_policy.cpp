@@ -127,6 +127,13 @@ void WaitScope::leave() {
   }
 }
 
+bool become_batch_thread() {
+  SchedAttr attr;
+  if (!get_attr(attr) || attr.sched_policy != SCHED_NORMAL) return false;
+  attr.sched_policy = SCHED_BATCH;
+  return set_attr(attr);
+}
+
 uint64_t current_sched_slice_ns() {
   SchedAttr attr;
   return get_attr(attr) ? attr.sched_runtime : 0;

@@ -74,4 +74,14 @@ class WaitScope {
 // (0 where the kernel reports none); for tests.
 uint64_t current_sched_slice_ns();
 
+// Makes the calling thread, if it is an ordinary one (SCHED_OTHER), a batch
+// thread (SCHED_BATCH: the same weight, so the same share of a contended
+// core): woken, it no longer preempts the task running on its core, but runs
+// when that task blocks, yields or ends its slice. For a library thread that
+// the caller's own calls wake, on the caller's core, for work the caller
+// will usually do itself moments later (the fusion engine's thread: see
+// docs/architecture.md, "Tensor fusion"). False when the thread keeps its
+// policy (a real-time or idle policy chosen on purpose, or a refusal).
+bool become_batch_thread();
+
 }  // namespace chorus

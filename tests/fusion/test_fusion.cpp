@@ -12,12 +12,16 @@
 
 #include <chorus/chorus.hpp>
 
+#include <sched.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -337,6 +341,51 @@ TEST_CASE("fused allreduce: tensors nobody waits for are reduced by the engine's
       INFO(n << " ranks, " << (timed_wait ? "waits of 10 s" : "tests") << ":" << all_notes);
       CHECK(all_zero(results));
     }
+}
+
+namespace {
+
+// The scheduling policy of each of this process's threads named `name`
+// (/proc/self/task/*/stat, field 41).
+std::vector<int> policies_of_threads_named(const std::string& name) {
+  std::vector<int> policies;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm_file(task.path() / "comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm != name) continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from field 3 on
+    std::string field;
+    for (int i = 3; i <= 41 && fields >> field; ++i)
+      if (i == 41) policies.push_back(std::stoi(field));
+  }
+  return policies;
+}
+
+}  // namespace
+
+TEST_CASE("fused allreduce: the engine's thread is a batch thread named chorus-fusion",
+          "[fusion]") {
+  // Woken by a step's first submission, it must not preempt the submitting
+  // thread (docs/architecture.md, "Tensor fusion", *Who*).
+  std::vector<std::vector<int>> seen(2);
+  auto results = run(2, [&](int rank, chorus_comm_t comm) -> int {
+    float x = float(rank);
+    chorus_request_t request = nullptr;
+    if (chorus_fused_allreduce(comm, "x", &x, &x, 1, CHORUS_FLOAT32, CHORUS_SUM, &request) ||
+        chorus_wait(&request, 0) || x != 1.0f)
+      return 1;
+    if (chorus_barrier(comm, 0)) return 2;  // both engines are up
+    seen[rank] = policies_of_threads_named("chorus-fusion");
+    return chorus_barrier(comm, 0) ? 3 : 0;
+  });
+  CHECK(all_zero(results));
+  for (const auto& policies : seen) {
+    CHECK(policies.size() >= 2);  // the ranks are threads of this process
+    for (int policy : policies) CHECK(policy == SCHED_BATCH);
+  }
 }
 
 TEST_CASE("fused allreduce: names used once are forgotten, steady names stay known", "[fusion]") {

@@ -4,6 +4,7 @@
 // come back at once again.
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -114,4 +115,31 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     }
   });
   worker.join();
+}
+
+TEST_CASE("wait policy: a batch thread keeps its weight and gives up wake-up preemption only",
+          "[wait]") {
+  int policy_after = -1, nice_before = 0, nice_after = 0;
+  bool became = false;
+  std::thread helper([&] {
+    nice_before = getpriority(PRIO_PROCESS, 0);
+    became = become_batch_thread();
+    policy_after = sched_getscheduler(0);
+    nice_after = getpriority(PRIO_PROCESS, 0);
+  });
+  helper.join();
+  CHECK(became);
+  CHECK(policy_after == SCHED_BATCH);
+  CHECK(nice_after == nice_before);
+  // The caller's own thread is untouched, and a thread that is a batch
+  // thread already is left as it is.
+  CHECK(sched_getscheduler(0) == SCHED_OTHER);
+  std::thread twice([&] {
+    become_batch_thread();
+    became = become_batch_thread();
+    policy_after = sched_getscheduler(0);
+  });
+  twice.join();
+  CHECK_FALSE(became);
+  CHECK(policy_after == SCHED_BATCH);
 }
