@@ -25,6 +25,7 @@ class AllreducePlan final : public ShmPlan {
       : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece), root_(root) {}
 
   std::size_t output_bytes() const override { return receives() ? total_ : 0; }
+  bool output_is_input() const override { return in_ == out_; }
   uint64_t rounds() const override { return (total_ + block() - 1) / block(); }
   // Every piece but its own: it reduces that one straight from its input.
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {

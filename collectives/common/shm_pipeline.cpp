@@ -46,7 +46,7 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
   domain.announce(ctx.sig);
   const uint64_t rounds = plan.rounds();
   const uint64_t first = domain.take_rounds(rounds);
-  const bool streaming = plan.output_bytes() >= kStreamingMin;
+  const bool streaming = plan.output_bytes() >= kStreamingMin && !plan.output_is_input();
   auto copy_out = [streaming](std::byte* dst, const std::byte* src, std::size_t bytes) {
     if (streaming)
       copy_streaming(dst, src, bytes);

@@ -26,7 +26,11 @@
 // output: no system call, no kernel copy. Outputs of kStreamingMin bytes or
 // more are written with streaming stores, which skip reading the destination
 // (measured here, 2 ranks, three runs each: +8 % at 64 MiB, +3 % at 32 MiB,
-// on par at 128 MiB; mixed at 16 MiB, where the output may still be cached).
+// on par at 128 MiB; mixed at 16 MiB, where the output may still be cached),
+// except in place, where the round has just read the output's lines: there
+// streaming stores cost 2 ranks 25-30 % (32 MiB 4.2-4.7 against 3.2-3.5 ms,
+// 64 MiB 8.9-9.5 against 6.8-7.3 ms, three alternations, 2026-12-05), while
+// out of place they still gain 8-12 %.
 #pragma once
 
 #include <cstddef>
@@ -65,8 +69,12 @@ class ShmPlan {
   virtual ~ShmPlan() = default;
   virtual uint64_t rounds() const = 0;
   // Bytes this rank writes to its output: large outputs are written with
-  // streaming stores (base/core/memcopy.hpp).
+  // streaming stores (base/core/memcopy.hpp), unless the output is the input.
   virtual std::size_t output_bytes() const = 0;
+  // The output is the call's input (in place): each round reads its lines
+  // just before they are written, so they are in cache, and streaming
+  // stores, which write around the cache, only evict them.
+  virtual bool output_is_input() const { return false; }
   virtual void stage(uint64_t round, std::vector<ShmStage>& out) const = 0;
   virtual bool reduces() const { return false; }
   // True when ranks gather reduced pieces (allreduce): the reducer copies its

@@ -147,8 +147,10 @@ TEST_CASE("ring allreduce: large count, chosen cases", "[allreduce][large]") {
       {8, kBig, DataType::f64, ReduceOp::max, true, kDefaultSegment, 0},
       {2, kBig, DataType::u64, ReduceOp::sum, false, 64 << 10, 0},
       {4, kBig, DataType::f16, ReduceOp::min, false, kDefaultSegment, 0},
-      // 32 MiB + 4 bytes: the shared-memory path writes it with streaming stores.
+      // 32 MiB + 4 bytes: the shared-memory path writes it with streaming
+      // stores, and in place with ordinary ones.
       {2, (std::size_t{32} << 20) / 4 + 1, DataType::f32, ReduceOp::sum, false, kDefaultSegment, 0},
+      {2, (std::size_t{32} << 20) / 4 + 1, DataType::f32, ReduceOp::sum, true, kDefaultSegment, 0},
   };
   for (const Case& c : cases) {
     INFO(describe_case(c));
