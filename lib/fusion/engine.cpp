@@ -30,15 +30,11 @@ constexpr auto kIdleCycle = std::chrono::milliseconds(10);
 // gradient_as_bucket_view arranges). Each rank decides for itself: the
 // collective is the same either way.
 bool adjacent(std::span<FusedTensor* const> tensors, std::size_t bytes) {
+  for (std::size_t i = 1; i < tensors.size(); ++i)
+    if (!lies_after(*tensors[i - 1], *tensors[i])) return false;
   const auto* send = static_cast<const std::byte*>(tensors.front()->send);
-  auto* recv = static_cast<std::byte*>(tensors.front()->recv);
-  const bool in_place = send == recv;
-  std::size_t offset = 0;
-  for (const auto& t : tensors) {
-    if (t->send != send + offset || t->recv != recv + offset) return false;
-    offset += t->shape.bytes();
-  }
-  return in_place || recv + bytes <= send || send + bytes <= recv;
+  const auto* recv = static_cast<const std::byte*>(tensors.front()->recv);
+  return send == recv || recv + bytes <= send || send + bytes <= recv;
 }
 
 }  // namespace
@@ -301,9 +297,10 @@ bool Engine::cycle() {
 
 void Engine::execute(std::vector<FusedTensor*> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
-  const auto buckets =
-      plan_buckets(ready, options_.fusion_bytes, options_.alone_bytes,
-                   [](const FusedTensor* t) -> const TensorShape& { return t->shape; });
+  const auto buckets = plan_buckets(
+      ready, options_.fusion_bytes, options_.alone_bytes,
+      [](const FusedTensor* t) -> const TensorShape& { return t->shape; },
+      [](const FusedTensor* t) { return t->follows; });
   // Out of pending_ before any is done: a lent tensor may be freed as soon
   // as it is, so nothing here may touch it after.
   for (std::size_t i = 0; i < ready.size(); ++i) ready[i]->ready_index = static_cast<int64_t>(i);

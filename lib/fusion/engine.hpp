@@ -98,6 +98,9 @@ struct FusedTensor {
   // list (-1: not ready).
   int64_t known_id = -1;
   int64_t ready_index = -1;
+  // Whether it lies right after the tensor before it in the round's ready
+  // list on every rank (plan_buckets's follows_of).
+  bool follows = false;
 
   const std::string& name() const { return slot->name; }
   TensorSpec spec() const { return {slot->name, shape.count, shape.dtype, shape.op}; }

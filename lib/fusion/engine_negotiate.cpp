@@ -33,7 +33,7 @@ std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
     const int64_t id = t.slot->known_id;  // written by cycles only, as this one
     t.known_id = id >= 0 && known_.at(static_cast<uint32_t>(id)).same_shape(t.shape) ? id : -1;
     if (t.known_id >= 0) {
-      vec[kFlagCount + static_cast<std::size_t>(t.known_id)] = 1;
+      vec[kFlagCount + static_cast<std::size_t>(t.known_id)] = kPending;
       pending_of[static_cast<std::size_t>(t.known_id)] = static_cast<int64_t>(i);
     } else {
       has_new = true;
@@ -42,6 +42,13 @@ std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
     if (age > stall_after && start - last_stall_warning_ > stall_after) stall = true;
     if (age > timeout_after) timed_out = true;
   }
+  // Known tensors that lie right after the one of the id before: where every
+  // rank says so, a bucket may extend over them with no copy anywhere.
+  for (std::size_t id = 1; id < pending_of.size(); ++id)
+    if (pending_of[id] >= 0 && pending_of[id - 1] >= 0 &&
+        lies_after(*pending_[static_cast<std::size_t>(pending_of[id - 1])],
+                   *pending_[static_cast<std::size_t>(pending_of[id])]))
+      vec[kFlagCount + id] = kPendingAfterPrevious;
   {
     std::lock_guard lock(mu_);
     shutting_down = shutdown_requested_;
@@ -61,12 +68,16 @@ std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
   if (!slow) {
     ready.reserve(pending_.size());
     for (std::size_t id = 0; id < known_.size(); ++id)
-      if (vec[kFlagCount + id]) {
+      if (const uint8_t agreed = vec[kFlagCount + id]; agreed != kNotPending) {
         CHORUS_CHECK(pending_of[id] >= 0,
                      "known tensor '{}' is ready everywhere but not pending "
                      "on rank {}",
                      known_.at(static_cast<uint32_t>(id)).name, rank_);
-        ready.push_back(pending_[static_cast<std::size_t>(pending_of[id])].get());
+        FusedTensor* t = pending_[static_cast<std::size_t>(pending_of[id])].get();
+        // Only where the tensor of id - 1 is ready everywhere too (every
+        // rank saying so had it pending): it comes right before in `ready`.
+        t->follows = agreed == kPendingAfterPrevious;
+        ready.push_back(t);
       }
     {
       std::lock_guard lock(mu_);
@@ -169,6 +180,7 @@ std::vector<FusedTensor*> Engine::negotiate(Stop& stop) {
     auto it = pending_by_name.find(spec.name);
     CHORUS_CHECK(it != pending_by_name.end(), "ready tensor '{}' is not pending on rank {}",
                  spec.name, rank_);
+    it->second->follows = false;  // the full exchange does not compare layouts
     ready.push_back(it->second);
   }
   return ready;

@@ -69,6 +69,16 @@ enum Flag : std::size_t {
   kFlagCount = 4,
 };
 
+// The fast path's byte per known tensor, after the flags; MIN over the ranks
+// keeps the least any rank said.
+enum KnownByte : uint8_t {
+  kNotPending = 0,
+  kPending = 1,
+  // Pending, and lying right after the tensor of the id before it (pending
+  // too, of the same dtype and op) in memory: plan_buckets's follows_of.
+  kPendingAfterPrevious = 2,
+};
+
 // One rank's slow-path report: its raised flags (bit i: Flag i) and every
 // pending tensor in submission order.
 struct RankReport {
@@ -150,12 +160,24 @@ inline int group_key(const TensorSpec& spec) {
 
 // Orders `ready` in place so that tensors of one (dtype, op) are adjacent (a
 // stable grouping: the first group is the first tensor's), then cuts it into
-// buckets of one (dtype, op) and at most fusion_bytes each; a tensor larger
-// than fusion_bytes, or of alone_bytes or more, gets a bucket of its own.
-// spec_of(item) gives an item's TensorSpec or TensorShape. Linear in the number of tensors.
-template <typename T, typename SpecOf>
+// buckets of one (dtype, op) and at most fusion_bytes each:
+//   - a tensor larger than fusion_bytes, or of alone_bytes or more, gets a
+//     bucket of its own (copying it into a fused buffer would cost more than
+//     the call it saves), unless it extends a run;
+//   - a run is a bucket whose every tensor after its first follows the one
+//     before it: follows_of(item) says that the item lies right after the
+//     item before it in `ready` as given, in memory, on every rank (the
+//     negotiation agrees on it; such a pair has one (dtype, op), so grouping
+//     keeps it together). Every rank reduces a run where it lies, with no
+//     copy, so a tensor of any size that follows a run extends it (within
+//     fusion_bytes);
+//   - a smaller tensor joins the open bucket of its group when that holds no
+//     tensor of alone_bytes or more (or extends it as a run).
+// spec_of(item) gives an item's TensorSpec or TensorShape. Linear in the
+// number of tensors.
+template <typename T, typename SpecOf, typename FollowsOf>
 std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes,
-                                 std::size_t alone_bytes, SpecOf spec_of) {
+                                 std::size_t alone_bytes, SpecOf spec_of, FollowsOf follows_of) {
   constexpr int kKeys = kDataTypeCount * kReduceOpCount;
   int order[kKeys];  // a key's place among the groups, -1: not seen
   for (int& o : order) o = -1;
@@ -180,23 +202,38 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
     }
     ready = std::move(grouped);
   }
-  int open_key = -1;       // the last bucket's group
-  bool open_alone = true;  // the last bucket is a tensor alone (or none)
+  int open_key = -1;      // the open (last) bucket's group; -1: none
+  bool open_big = false;  // it holds a tensor of alone_bytes or more
+  bool open_run = false;  // each of its tensors follows the one before it
   for (std::size_t i = 0; i < ready.size(); ++i) {
     const auto& spec = spec_of(ready[i]);
     const std::size_t bytes = spec.bytes();
-    const bool alone = bytes > fusion_bytes || bytes >= alone_bytes;
+    const bool big = bytes > fusion_bytes || bytes >= alone_bytes;
     const int key = group_key(spec);
-    if (!alone && !open_alone && key == open_key && out.back().bytes + bytes <= fusion_bytes) {
+    const bool fits = key == open_key && out.back().bytes + bytes <= fusion_bytes;
+    const bool follows = fits && follows_of(ready[i]);
+    if (fits && ((open_run && follows) || (!big && !open_big))) {
       out.back().last = i + 1;
       out.back().bytes += bytes;
+      open_big = open_big || big;
+      open_run = open_run && follows;
     } else {
       out.push_back({i, i + 1, bytes});
       open_key = key;
-      open_alone = alone;
+      open_big = big;
+      open_run = true;
     }
   }
   return out;
+}
+
+// The same where no tensor is known to follow another (each bucket of more
+// than one tensor is then copied into a fused buffer on some rank, for all
+// the plan knows).
+template <typename T, typename SpecOf>
+std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes,
+                                 std::size_t alone_bytes, SpecOf spec_of) {
+  return plan_buckets(ready, fusion_bytes, alone_bytes, spec_of, [](const T&) { return false; });
 }
 
 inline std::vector<Bucket> plan_buckets(std::vector<TensorSpec>& ready, std::size_t fusion_bytes,

@@ -280,6 +280,74 @@ TEST_CASE("fused allreduce: tensors back to back in one buffer are reduced where
   }
 }
 
+TEST_CASE("fused allreduce: large tensors back to back on every rank share one allreduce",
+          "[fusion]") {
+  // Tensors of CHORUS_FUSION_ALONE (64 KiB) or more go alone, unless every
+  // rank has them right after the tensor before (known order): then a
+  // bucket runs over them where they lie. With a gap before c3 on one rank
+  // only, the run breaks there on every rank: two allreduces a step, not
+  // the seven of one per large tensor and one per small run.
+  const std::vector<std::size_t> count = {100, 20000, 50, 30000, 16384, 7, 40000};
+  const int n = 2, steps = 4;
+  for (bool gap : {false, true}) {
+    std::vector<std::string> notes(n);
+    std::vector<chorus_fusion_stats_t> after_first(n), after_last(n);
+    auto results = run(n, [&](int rank, chorus_comm_t comm) -> int {
+      chorus_fusion_options_t options = CHORUS_FUSION_OPTIONS_INITIALIZER;
+      options.alone_bytes = 64 << 10;
+      // Step 0 (no names known yet) waits for the cycle; later steps are
+      // due at once when complete, so no timed cycle splits one.
+      options.cycle_ms = 200;
+      if (chorus_fusion_configure(comm, &options)) return 1;
+      std::vector<std::size_t> offset;
+      std::size_t total = 0;
+      for (std::size_t t = 0; t < count.size(); ++t) {
+        if (gap && rank == 1 && t == 3) total += 16;
+        offset.push_back(total);
+        total += count[t];
+      }
+      std::vector<float> data(total);
+      for (int step = 0; step < steps; ++step) {
+        for (std::size_t i = 0; i < total; ++i) data[i] = float((i + step) % 89 + rank);
+        std::vector<chorus_request_t> requests(count.size(), nullptr);
+        for (std::size_t t = 0; t < count.size(); ++t) {
+          const std::string name = "c" + std::to_string(t);
+          float* p = data.data() + offset[t];
+          if (chorus_fused_allreduce(comm, name.c_str(), p, p, count[t], CHORUS_FLOAT32, CHORUS_SUM,
+                                     &requests[t]))
+            return 2;
+        }
+        for (auto& r : requests)
+          if (chorus_wait(&r, 0)) return 3;
+        for (std::size_t t = 0; t < count.size(); ++t)
+          for (std::size_t i = 0; i < count[t]; ++i) {
+            // Element i of tensor t lies at offset[t] + i here and at
+            // offset[t] + i (rank 0) or that plus the gap (rank 1, from c3).
+            const std::size_t at0 = offset[t] + i - (gap && rank == 1 && t >= 3 ? 16 : 0);
+            const std::size_t at1 = at0 + (gap && t >= 3 ? 16 : 0);
+            const float want = float((at0 + step) % 89) + float((at1 + step) % 89 + 1);
+            if (data[offset[t] + i] != want) {
+              notes[rank] = "step " + std::to_string(step) + " tensor c" + std::to_string(t) + "[" +
+                            std::to_string(i) + "] = " + std::to_string(data[offset[t] + i]) +
+                            ", want " + std::to_string(want);
+              return 4;
+            }
+          }
+        if (step == 0) after_first[rank] = stats_of(comm);
+      }
+      after_last[rank] = stats_of(comm);
+      return chorus_barrier(comm, 0) == CHORUS_SUCCESS ? 0 : 5;
+    });
+    INFO("gap " << gap << ": " << notes[0] << " / " << notes[1]);
+    CHECK(all_zero(results));
+    for (int r = 0; r < n; ++r) {
+      CHECK(after_last[r].fast_cycles - after_first[r].fast_cycles == std::uint64_t(steps - 1));
+      CHECK(after_last[r].allreduces - after_first[r].allreduces ==
+            std::uint64_t((gap ? 2 : 1) * (steps - 1)));
+    }
+  }
+}
+
 TEST_CASE("fused allreduce: tensors nobody waits for are reduced by the engine's own thread",
           "[fusion]") {
   // Neither chorus_test nor a wait with a timeout runs a cycle: the engine's

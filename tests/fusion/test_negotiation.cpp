@@ -147,3 +147,50 @@ TEST_CASE("fusion buckets: tensors of alone_bytes or more go alone", "[fusion]")
   REQUIRE(fused.size() == 1);
   CHECK(fused[0].bytes == 1000);
 }
+
+TEST_CASE("fusion buckets: a run of tensors that follow each other takes any size", "[fusion]") {
+  // follows: the tensor lies right after the one before it on every rank.
+  struct Item {
+    TensorSpec spec;
+    bool follows;
+  };
+  const auto plan = [](std::vector<Item>& items, std::size_t fusion_bytes,
+                       std::size_t alone_bytes) {
+    return plan_buckets(
+        items, fusion_bytes, alone_bytes, [](const Item& i) -> const TensorSpec& { return i.spec; },
+        [](const Item& i) { return i.follows; });
+  };
+  // 400 B alone; fused up to 2000 B.
+  std::vector<Item> items = {
+      {spec("a", 10), false},                // 40 B
+      {spec("b", 100), true},                // 400 B: big, but extends the run a
+      {spec("c", 10), true},                 // small, extends the run
+      {spec("d", 100), false},               // big, does not follow: alone
+      {spec("e", 10), false},                // small after a big one: a new bucket
+      {spec("f", 10), false},                // small, joins e (copied somewhere)
+      {spec("g", 100), true},                // big, follows f, but e-f is no run: alone
+      {spec("h", 200), true},                // big, extends the run g
+      {spec("i", 300), true},                // would pass 2000 B: a new bucket
+      {spec("j", 10, DataType::f64), true},  // another group: never joins
+  };
+  const auto buckets = plan(items, 2000, 400);
+  REQUIRE(buckets.size() == 6);
+  CHECK((buckets[0].first == 0 && buckets[0].last == 3 && buckets[0].bytes == 480));
+  CHECK((buckets[1].first == 3 && buckets[1].last == 4));
+  CHECK((buckets[2].first == 4 && buckets[2].last == 6 && buckets[2].bytes == 80));
+  CHECK((buckets[3].first == 6 && buckets[3].last == 8 && buckets[3].bytes == 1200));
+  CHECK((buckets[4].first == 8 && buckets[4].last == 9 && buckets[4].bytes == 1200));
+  CHECK((buckets[5].first == 9 && buckets[5].last == 10));
+  // Where nothing follows, the plan is the one without runs.
+  std::vector<Item> apart = items;
+  std::vector<TensorSpec> specs;
+  for (auto& i : apart) {
+    i.follows = false;
+    specs.push_back(i.spec);
+  }
+  const auto without = plan(apart, 2000, 400);
+  const auto reference = plan_buckets(specs, 2000, 400);
+  REQUIRE(without.size() == reference.size());
+  for (std::size_t b = 0; b < without.size(); ++b)
+    CHECK((without[b].first == reference[b].first && without[b].last == reference[b].last));
+}
