@@ -197,7 +197,9 @@ void Engine::main() {
   // thread's own core, the engine's thread used to preempt it at once (to
   // set its timer, the cycle being usually run by the thread that then
   // waits): that took a 1000-tensor step from 76 to 100 us at 2 ranks over
-  // shared memory, and beside two spinning processes from 0.5 to 0.7-6 ms.
+  // shared memory, and a 1000 x 4 KiB step beside two spinning processes
+  // from 0.50-0.53 to 2.0-6.1 ms (docs/benchmarks.md, "The engine's
+  // wake-ups, runs and in-place stores").
   // A batch thread runs when the submitter blocks, yields or ends its slice,
   // and keeps an ordinary thread's share of a contended core.
   pthread_setname_np(pthread_self(), "chorus-fusion");  // for top -H, and the tests
