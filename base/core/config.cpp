@@ -269,7 +269,9 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(bytes_var("CHORUS_FUSION_ALONE", "64K",
                         "Fusion engine: tensors of this size or more are reduced alone, where "
                         "they lie (measured on 2 cores: above about 64K the copies into and out "
-                        "of a fused buffer cost more than the calls they save).",
+                        "of a fused buffer cost more than the calls they save), unless they lie "
+                        "right after the bucket's previous tensor on every rank (a run, reduced "
+                        "where it lies).",
                         &Config::fusion_alone));
   r.push_back(seconds_var("CHORUS_FUSION_STALL_S", "60",
                           "Fusion engine: warn about a tensor that some ranks submitted and "
