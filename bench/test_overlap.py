@@ -72,10 +72,12 @@ def check(cmd, impl, kind):
                "%s: the ceiling follows from the CPU times (want %.4f: %s)" % (impl, ceiling(r), r))
         expect(r["comm_cpu_us"] > 0 and r["cores_per_rank"] > 0,
                "%s: the allreduce used CPU, and a rank has a share of the CPUs (%s)" % (impl, r))
-        # No bound on compute_cpu_us: it is the process's CPU time, so it
-        # holds what the library's own threads did meanwhile (a sleep of 208
-        # us showed 141 us of it), and a loaded machine preempts products.
-        expect(r["compute_cpu_us"] >= 0, "%s: CPU times are not negative (%s)" % (impl, r))
+        # No upper or proportional bound on compute_cpu_us: it is the
+        # process's CPU time, so it holds what the library's own threads did
+        # meanwhile (a sleep of 208 us showed 141 us of it), and a loaded
+        # machine preempts products. Products do run on the CPU, though.
+        if kind == "matmul":
+            expect(r["compute_cpu_us"] > 0, "%s: the products used CPU (%s)" % (impl, r))
 
 
 def ceiling(r):
