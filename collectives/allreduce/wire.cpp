@@ -2,9 +2,13 @@
 
 #include <algorithm>
 
+#include "collectives/allreduce/wire_ring.hpp"
 #include "collectives/common/scratch_slots.hpp"
 
 namespace chorus {
+
+// The ring's spec (allreduce/ring.cpp), which has a fused form.
+extern const AlgorithmSpec ring_allreduce_spec;
 
 std::optional<DataType> wire_dtype_of(const CollectiveCall& call,
                                       std::optional<DataType> configured, int size) {
@@ -33,6 +37,7 @@ WirePlan plan_wire(const CollectiveCall& call, DataType wire, int size) {
 
 void run_wire_allreduce(CollectiveContext& ctx, const AlgorithmSpec& algo,
                         const CollectiveCall& call, const WirePlan& plan) {
+  if (&algo == &ring_allreduce_spec) return ring_wire_allreduce(ctx, call, plan);
   const std::size_t n = call.count;
   const std::size_t piece = std::min(n, kWirePieceElements);
   std::byte* buf = ctx.scratch.get(scratch_slot::wire, piece * plan.shape.elem).data();
