@@ -27,10 +27,10 @@
 // into W and widens all of W back, two passes over W besides the ring's own;
 // here W is written once (by the rounding or the reduction) and read once
 // more (to widen) per element, on data that has just been touched.
-// Measured on 2 ranks over loopback TCP, 16 MiB of float32: 5.3-5.7 ms a
-// call against 6.9 (medians of five alternated invocations; the whole call
-// in one ring without pieces took 8-9 ms: W of the whole call, 8 MiB, is
-// cold memory for every copy the kernel makes into and out of it).
+// Measured on 2 ranks over loopback TCP, 16 MiB of float32, ten
+// alternated invocations: 5.3 ms a call against 5.7 (medians). The whole
+// call in one ring, without pieces, took 8-9 ms: a W of the whole call is
+// cold memory for every copy the kernel makes into and out of it.
 //
 // Bytes on the wire per rank: as the ring's, 2 (n - 1) / n * N * wire size.
 // In place (in == out) is safe: a chunk of `in` is read only in step 0 or
