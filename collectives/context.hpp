@@ -36,11 +36,16 @@ struct CollectiveContext {
   // (commit).
   bool whole_call = false;
   int extensions = 0;  // of the deadline so far (wait)
+  // Ring allreduce: rounds of this many bytes for a call of kRingRoundsFrom
+  // rounds or more (patterns::ring_round_elems); 0: the whole call at once.
+  // Set by the communicator for its world; stages of composed algorithms
+  // run whole.
+  std::size_t ring_round_bytes = 0;
 
   static CollectiveContext over(const Team& team, ScratchPool& scratch, const CallSignature& sig,
                                 const Deadline& deadline, std::size_t segment_bytes, Spin spin) {
     return CollectiveContext{team, *team.transport, scratch, team.tag, sig, deadline, segment_bytes,
-                             spin, team.shm,        false,   0};
+                             spin, team.shm,        false,   0,        0};
   }
 
   // Ranks and peers are the team's indices.

@@ -132,6 +132,30 @@ std::vector<ConfigVar> build_registry() {
                [](const Config& c) {
                  return c.segment_bytes == 0 ? std::string("auto") : format_bytes(c.segment_bytes);
                }});
+  r.push_back({"CHORUS_RING_ROUND", "auto",
+               "Ring allreduce of at least 8 rounds runs round by round, so that each round's "
+               "data stays in cache (bytes, K/M/G suffixes; off: the whole call at once); auto: "
+               "1M when every rank is on one host, else off.",
+               [](Config& c, std::string_view v) {
+                 const std::string lower = ascii_lower(v);
+                 if (lower == "auto") {
+                   c.ring_round_bytes.reset();
+                   return;
+                 }
+                 if (lower == "off") {
+                   c.ring_round_bytes = 0;
+                   return;
+                 }
+                 const auto b = parse_bytes(v);
+                 if (b != 0 && b < 64)
+                   throw UsageError("CHORUS_RING_ROUND must be off or at least 64 bytes");
+                 c.ring_round_bytes = b;
+               },
+               [](const Config& c) {
+                 if (!c.ring_round_bytes) return std::string("auto");
+                 return *c.ring_round_bytes == 0 ? std::string("off")
+                                                 : format_bytes(*c.ring_round_bytes);
+               }});
   r.push_back({"CHORUS_SPIN_US", "auto",
                "Microseconds a wait polls before it sleeps (0: sleep at once). auto: 50; when "
                "this host has more ranks than cores, the polling yields the core at every "

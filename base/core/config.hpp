@@ -33,7 +33,9 @@ struct Config {
   double net_gbps = 10;           // cost model: a host's link, Gbit/s
   double connect_timeout_s = 60;  // bootstrap and connection set-up
   std::size_t segment_bytes = 0;  // pipelining unit of ring algorithms; 0: auto (tuner)
-  int spin_us = -1;               // spin before sleeping in waits; -1: auto (resolve_spin_us)
+  // Ring allreduce's rounds (CHORUS_RING_ROUND); nullopt: auto, 0: off.
+  std::optional<std::size_t> ring_round_bytes;
+  int spin_us = -1;  // spin before sleeping in waits; -1: auto (resolve_spin_us)
   // CHORUS_WAIT_YIELD, parsed once: wait_spin runs on every call's path.
   enum class WaitYield { automatic, always, never } wait_yield = WaitYield::automatic;
   int wait_slice_us = 100;            // scheduler slice while a wait yields; 0: leave it

@@ -1,5 +1,7 @@
 #include "collectives/allreduce/ring.hpp"
 
+#include <algorithm>
+
 #include "collectives/call.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuner/cost_model.hpp"
@@ -11,20 +13,38 @@
 
 namespace chorus {
 
-void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
-                    DataType dtype, ReduceOp op) {
-  static spdlog::logger& log = logger("coll");
+namespace {
+
+// One ring allreduce of `count` elements: reduce-scatter, then allgather.
+void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::byte* recv,
+                          std::size_t count, DataType dtype, ReduceOp op) {
   const int n = ctx.size();
-  const int rank = ctx.rank();
   const std::size_t e = dtype_size(dtype);
-  log.debug("ring allreduce: {} ranks, count {} ({}, {}), segment {} bytes", n, count,
-            dtype_name(dtype), op_name(op), ctx.segment_bytes);
   const auto chunks = patterns::balanced_chunks(count, n);
-  const patterns::Range own = chunks[static_cast<std::size_t>(rank)];
-  auto* result = static_cast<std::byte*>(recv) + own.offset * e;
+  const patterns::Range own = chunks[static_cast<std::size_t>(ctx.rank())];
+  std::byte* result = recv + own.offset * e;
   ring_reduce_scatter_chunks(ctx, send, recv, result, chunks, dtype, op);
   if (op == ReduceOp::avg && own.count > 0) scale_for_avg(result, own.count, dtype, n);
   ring_allgather_chunks(ctx, recv, chunks, e);
+}
+
+}  // namespace
+
+void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                    DataType dtype, ReduceOp op) {
+  static spdlog::logger& log = logger("coll");
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
+  log.debug("ring allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} elements",
+            ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  std::size_t at = 0;
+  do {  // at least once: a zero count is a call too
+    const std::size_t m = std::min(round, count - at);
+    ring_allreduce_whole(ctx, in + at * e, out + at * e, m, dtype, op);
+    at += m;
+  } while (at < count);
 }
 
 // reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.

@@ -41,6 +41,12 @@ std::size_t segment_count(std::size_t count, std::size_t seg_elems) {
   return (count + seg_elems - 1) / seg_elems;
 }
 
+std::size_t ring_round_elems(std::size_t count, std::size_t elem_size, std::size_t round_bytes) {
+  CHORUS_CHECK(elem_size > 0, "element size {}", elem_size);
+  if (round_bytes == 0 || count / kRingRoundsFrom < round_bytes / elem_size) return count;
+  return segment_elems(round_bytes, elem_size);
+}
+
 Range segment(Range range, std::size_t seg_elems, std::size_t index) {
   CHORUS_CHECK(index < segment_count(range.count, seg_elems),
                "segment {} of a range of {} ({} per segment)", index, range.count, seg_elems);

@@ -56,6 +56,15 @@ std::size_t segment_count(std::size_t count, std::size_t seg_elems);
 // Segment `index` of `range`: absolute element offsets, all but the last full.
 Range segment(Range range, std::size_t seg_elems, std::size_t index);
 
+// Ring allreduce in rounds: a call of at least kRingRoundsFrom rounds of
+// round_bytes runs as consecutive ring allreduces of the returned number of
+// elements each (the last one shorter), so that each round's data is still
+// in cache when its allgather reads what its reduce-scatter wrote and when
+// the kernel copies it through a loopback socket. Returns `count` (one
+// round: the whole call) when round_bytes is 0 or the call is smaller.
+inline constexpr std::size_t kRingRoundsFrom = 8;
+std::size_t ring_round_elems(std::size_t count, std::size_t elem_size, std::size_t round_bytes);
+
 // Ring reduce-scatter, n - 1 steps. At step s rank r sends chunk (r - s - 1)
 // and receives chunk (r - s - 2) from the left, reducing it into its own copy.
 // The chunk received at step s is the chunk sent at step s + 1; after the last

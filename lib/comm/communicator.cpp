@@ -103,6 +103,7 @@ Communicator::Communicator(CommSetup setup)
   cost_model_ = busiest_host_model(hosts_, static_cast<int>(on_host.size()), cpus);
   spin_ = chorus::wait_spin(config_, cost_model_.oversubscribed);
   network_ = link_network();
+  ring_round_bytes_ = config_.ring_round_bytes.value_or(all_here ? kRingRoundBytes : 0);
   cost_model_.set_network(network_.alpha_us, network_.gbps);
   if (!all_here) {
     patterns::HostGroups groups = patterns::group_by_host(hosts_.host_of_rank);
@@ -305,6 +306,7 @@ std::exception_ptr Communicator::execute(const CallSignature& sig, const Deadlin
   CollectiveContext ctx =
       CollectiveContext::over(world_, scratch_, sig, deadline, segment_bytes, wait_spin());
   ctx.whole_call = true;
+  ctx.ring_round_bytes = ring_round_bytes_;
   CallBoard::Slot& board = *progress_;
   board.enter(sig);
   bool started = false;  // past the first check: peers may have finished it

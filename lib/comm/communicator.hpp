@@ -261,6 +261,11 @@ class Communicator {
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   NetworkLink network_;
   CostModel cost_model_;
+  // The ring allreduce's rounds (CollectiveContext::ring_round_bytes): the
+  // configured size, or by default kRingRoundBytes when every rank is on
+  // this host, where transfers are memory copies.
+  std::size_t ring_round_bytes_ = 0;
+  static constexpr std::size_t kRingRoundBytes = std::size_t{1} << 20;
   Spin spin_;
   // The world's sub-teams when its ranks span hosts (world_.hierarchy).
   std::unique_ptr<TeamHierarchy> hierarchy_;

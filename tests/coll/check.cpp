@@ -19,10 +19,12 @@
 namespace chorus::test {
 
 std::string describe_case(const Case& c) {
-  return fmt::format("ranks {} count {} {} {} {} segment {} root {}{}{}{}{}", c.ranks, c.count,
-                     dtype_name(c.dtype), op_name(c.op), c.in_place ? "in-place" : "out-of-place",
-                     c.segment_bytes, c.root, c.algorithm.empty() ? "" : " algorithm ", c.algorithm,
-                     c.hosts.empty() ? "" : " hosts ", c.hosts);
+  return fmt::format(
+      "ranks {} count {} {} {} {} segment {} root {}{}{}{}{}{}", c.ranks, c.count,
+      dtype_name(c.dtype), op_name(c.op), c.in_place ? "in-place" : "out-of-place", c.segment_bytes,
+      c.root, c.algorithm.empty() ? "" : " algorithm ", c.algorithm,
+      c.hosts.empty() ? "" : " hosts ", c.hosts,
+      c.ring_round_bytes ? fmt::format(" rounds of {} bytes", c.ring_round_bytes) : "");
 }
 
 namespace {

@@ -45,6 +45,7 @@ inline RunOptions options_for(const Case& c) {
   RunOptions o;
   o.segment_bytes = c.segment_bytes;
   o.hosts = std::string(c.hosts);
+  o.ring_round_bytes = c.ring_round_bytes;
   // Shared memory: the small segment sizes force 64-byte pieces (many rounds,
   // every slot reused) and a 256-byte latency path; the large ones pieces of
   // 4-64 KiB, as large as leaves an allreduce kMinRounds rounds (unequal

@@ -51,6 +51,8 @@ struct RunOptions {
   // ("aabbb": ranks 0-1 on one host, 2-4 on another). Set, the whole team gets
   // a Hierarchy whose host teams run over the point-to-point transport.
   std::string hosts;
+  // CollectiveContext::ring_round_bytes of every context (0: whole calls).
+  std::size_t ring_round_bytes = 0;
 };
 
 struct RankOutcome {
@@ -78,8 +80,11 @@ class RankEnv {
   // earlier run then fails the signature check instead of matching.
   CollectiveContext context(CallSignature sig) {
     sig.seq += seq_base_;
-    return CollectiveContext::over(team, scratch, sig, Deadline::after(options_.timeout),
-                                   options_.segment_bytes, options_.spin_us);
+    CollectiveContext ctx =
+        CollectiveContext::over(team, scratch, sig, Deadline::after(options_.timeout),
+                                options_.segment_bytes, options_.spin_us);
+    ctx.ring_round_bytes = options_.ring_round_bytes;
+    return ctx;
   }
 
   ScratchPool scratch;

@@ -350,3 +350,21 @@ TEST_CASE("double binary tree: two spanning binary trees, complementary interior
     }
   }
 }
+
+TEST_CASE("ring allreduce rounds: whole below kRingRoundsFrom rounds, else round_bytes each",
+          "[patterns]") {
+  CHECK(kRingRoundsFrom == 8);
+  // Off: the whole call, whatever its size.
+  CHECK(ring_round_elems(std::size_t{1} << 30, 4, 0) == std::size_t{1} << 30);
+  // 1 MiB rounds of float32 (262144 elements) from 8 MiB (2097152 elements).
+  CHECK(ring_round_elems(2097151, 4, 1 << 20) == 2097151);
+  CHECK(ring_round_elems(2097152, 4, 1 << 20) == 262144);
+  CHECK(ring_round_elems(std::size_t{16} << 20, 4, 1 << 20) == 262144);
+  // Other element sizes: rounds are bytes, not elements.
+  CHECK(ring_round_elems(std::size_t{8} << 20, 1, 1 << 20) == std::size_t{1} << 20);
+  CHECK(ring_round_elems(std::size_t{1} << 20, 8, 1 << 20) == 131072);
+  CHECK(ring_round_elems(1048575, 8, 1 << 20) == 1048575);
+  // A round smaller than an element is one element.
+  CHECK(ring_round_elems(100, 16, 8) == 1);
+  CHECK(ring_round_elems(0, 4, 64) == 0);
+}

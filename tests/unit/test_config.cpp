@@ -142,6 +142,8 @@ TEST_CASE("a bad value names the variable and the value", "[config]") {
       {{"CHORUS_CONNECT_TIMEOUT", "-5"}},
       {{"CHORUS_SEGMENT_SIZE", "4"}},
       {{"CHORUS_SEGMENT_SIZE", "1.5M"}},
+      {{"CHORUS_RING_ROUND", "32"}},
+      {{"CHORUS_RING_ROUND", "never"}},
       {{"CHORUS_RANK", "x"}},
       {{"CHORUS_RANK", "-2"}},
       {{"CHORUS_WORLD_SIZE", "4294967297"}},  // would wrap to 1 as an int
@@ -205,6 +207,22 @@ TEST_CASE("config registry: names, docs, defaults", "[config]") {
   CHECK(var("CHORUS_SEGMENT_SIZE").show(c) == "256K");
   var("CHORUS_TIMEOUT").parse(c, "90s");
   CHECK(var("CHORUS_TIMEOUT").show(c) == "90");
+}
+
+TEST_CASE("CHORUS_RING_ROUND: auto, off or a size", "[config]") {
+  Config c;
+  CHECK_FALSE(c.ring_round_bytes.has_value());
+  CHECK(var("CHORUS_RING_ROUND").show(c) == "auto");
+  var("CHORUS_RING_ROUND").parse(c, "2M");
+  CHECK(c.ring_round_bytes == std::optional<std::size_t>(2u << 20));
+  CHECK(var("CHORUS_RING_ROUND").show(c) == "2M");
+  var("CHORUS_RING_ROUND").parse(c, "OFF");
+  CHECK(c.ring_round_bytes == std::optional<std::size_t>(0));
+  CHECK(var("CHORUS_RING_ROUND").show(c) == "off");
+  var("CHORUS_RING_ROUND").parse(c, "0");
+  CHECK(c.ring_round_bytes == std::optional<std::size_t>(0));
+  var("CHORUS_RING_ROUND").parse(c, "auto");
+  CHECK_FALSE(c.ring_round_bytes.has_value());
 }
 
 TEST_CASE("process_env and map_env lookups", "[config]") {
