@@ -36,10 +36,10 @@ struct CollectiveContext {
   // (commit).
   bool whole_call = false;
   int extensions = 0;  // of the deadline so far (wait)
-  // Ring allreduce: rounds of this many bytes for a call of kRingRoundsFrom
-  // rounds or more (patterns::ring_round_elems); 0: the whole call at once.
-  // Set by the communicator for its world; stages of composed algorithms
-  // run whole.
+  // Ring and Rabenseifner allreduce: rounds of this many bytes for a call of
+  // kRingRoundsFrom rounds or more (patterns::ring_round_elems); 0: the
+  // whole call at once. Set by the communicator for its world; stages of
+  // composed algorithms run whole.
   std::size_t ring_round_bytes = 0;
 
   static CollectiveContext over(const Team& team, ScratchPool& scratch, const CallSignature& sig,

@@ -133,9 +133,9 @@ std::vector<ConfigVar> build_registry() {
                  return c.segment_bytes == 0 ? std::string("auto") : format_bytes(c.segment_bytes);
                }});
   r.push_back({"CHORUS_RING_ROUND", "auto",
-               "Ring allreduce of at least 8 rounds runs round by round, so that each round's "
-               "data stays in cache (bytes, K/M/G suffixes; off: the whole call at once); auto: "
-               "1M when every rank is on one host, else off.",
+               "A ring or Rabenseifner allreduce of at least 8 rounds runs round by round, so "
+               "that each round's data stays in cache (bytes, K/M/G suffixes; off: the whole "
+               "call at once); auto: 1M when every rank is on one host, else off.",
                [](Config& c, std::string_view v) {
                  const std::string lower = ascii_lower(v);
                  if (lower == "auto") {

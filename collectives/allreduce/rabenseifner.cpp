@@ -19,7 +19,8 @@
 //      chunks with r XOR 2^k's, straight into the result.
 //   4. Unfold: rank r < n - p sends the result to its extra rank r + p.
 // Every exchange is pipelined in segments of ctx.segment_bytes
-// (common/exchange.hpp).
+// (common/exchange.hpp). A large call may run as steps 1-4 once per round
+// of the buffer (ctx.ring_round_bytes, common/rounds.hpp), as the ring does.
 //
 // Bytes on the wire per core rank: 2 (p - 1) / p * B sent and received, in
 // 2 log2(p) rounds (+ B each way and 2 rounds when n is not a power of two):
@@ -34,8 +35,10 @@
 #include "base/core/log.hpp"
 #include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/common/exchange.hpp"
+#include "collectives/common/rounds.hpp"
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
+#include "collectives/patterns/ring.hpp"
 
 namespace chorus {
 
@@ -43,15 +46,13 @@ namespace {
 
 using patterns::Range;
 
-void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
-                            DataType dtype, ReduceOp op) {
-  static spdlog::logger& log = logger("coll");
+// One whole allreduce (steps 1-4) of `count` elements.
+void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                        DataType dtype, ReduceOp op) {
   const int n = ctx.size();
   const int rank = ctx.rank();
   const std::size_t e = dtype_size(dtype);
   const std::size_t bytes = count * e;
-  log.debug("rabenseifner allreduce: {} ranks, count {} ({}, {}), segment {} bytes", n, count,
-            dtype_name(dtype), op_name(op), ctx.segment_bytes);
   auto* result = static_cast<std::byte*>(recv);
   if (send != recv && bytes > 0) std::memcpy(result, send, bytes);
   const std::span<std::byte> mine(result, bytes);
@@ -98,6 +99,21 @@ void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv
     run_exchange(ctx, x);
   }
   fold_extra_out(ctx, mine);
+}
+
+// Steps 1-4 once per round of the buffer (common/rounds.hpp) when
+// ctx.ring_round_bytes asks for rounds, else once.
+void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                            DataType dtype, ReduceOp op) {
+  static spdlog::logger& log = logger("coll");
+  log.debug(
+      "rabenseifner allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} "
+      "elements",
+      ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes,
+      patterns::ring_round_elems(count, dtype_size(dtype), ctx.ring_round_bytes));
+  allreduce_in_rounds(ctx, send, recv, count, dtype, [&](const void* s, void* r, std::size_t m) {
+    rabenseifner_whole(ctx, s, r, m, dtype, op);
+  });
 }
 
 // 2 log2(p) steps moving 2 (p - 1) / p * B, (p - 1) / p * B reduced; the fold

@@ -1,13 +1,12 @@
 #include "collectives/allreduce/ring.hpp"
 
-#include <algorithm>
-
 #include "collectives/call.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuner/cost_model.hpp"
 
 #include "base/core/log.hpp"
 #include "collectives/allgather/ring.hpp"
+#include "collectives/common/rounds.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
 
@@ -33,18 +32,13 @@ void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::by
 void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                     DataType dtype, ReduceOp op) {
   static spdlog::logger& log = logger("coll");
-  const std::size_t e = dtype_size(dtype);
-  const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
   log.debug("ring allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} elements",
-            ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round);
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
-  std::size_t at = 0;
-  do {  // at least once: a zero count is a call too
-    const std::size_t m = std::min(round, count - at);
-    ring_allreduce_whole(ctx, in + at * e, out + at * e, m, dtype, op);
-    at += m;
-  } while (at < count);
+            ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes,
+            patterns::ring_round_elems(count, dtype_size(dtype), ctx.ring_round_bytes));
+  allreduce_in_rounds(ctx, send, recv, count, dtype, [&](const void* s, void* r, std::size_t m) {
+    ring_allreduce_whole(ctx, static_cast<const std::byte*>(s), static_cast<std::byte*>(r), m,
+                         dtype, op);
+  });
 }
 
 // reduce-scatter + allgather: 2(n-1) steps of B/n; (n-1)/n of B reduced.

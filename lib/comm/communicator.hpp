@@ -261,7 +261,7 @@ class Communicator {
   std::chrono::nanoseconds default_timeout_;  // CHORUS_TIMEOUT
   NetworkLink network_;
   CostModel cost_model_;
-  // The ring allreduce's rounds (CollectiveContext::ring_round_bytes): the
+  // The ring and Rabenseifner allreduces' rounds (ring_round_bytes): the
   // configured size, or by default kRingRoundBytes when every rank is on
   // this host, where transfers are memory copies.
   std::size_t ring_round_bytes_ = 0;

@@ -28,7 +28,7 @@ struct Case {
   std::string_view algorithm = "";
   // Simulated hosts, a letter per rank (RunOptions::hosts); "": one host.
   std::string_view hosts = "";
-  // The ring allreduce's rounds (CollectiveContext::ring_round_bytes); 0: whole.
+  // The ring and Rabenseifner allreduces' rounds (ring_round_bytes); 0: whole.
   std::size_t ring_round_bytes = 0;
 };
 

@@ -75,31 +75,37 @@ TEST_CASE("ring allreduce: every rank count, dtype, op and placement", "[allredu
   }
 }
 
-TEST_CASE("ring allreduce in rounds: every rank count, dtype and op, rounds that do not divide",
+TEST_CASE("ring and Rabenseifner allreduce in rounds: every rank count, dtype and op",
           "[allreduce][rounds]") {
   // Rounds of 64 bytes: 131 elements of 4 bytes are 8.2 rounds (the last
   // one short), 1031 of 1 byte are 16.1; below kRingRoundsFrom rounds (7
   // elements, or 131 of 2 bytes at 128-byte rounds) the call runs whole.
-  for (int n : kRanks) {
-    for (std::size_t count : {std::size_t{7}, std::size_t{131}, std::size_t{1031}}) {
-      for (DataType dt : kDtypes) {
-        for (ReduceOp op : kOps) {
-          for (std::size_t round : {std::size_t{64}, std::size_t{128}}) {
-            Case c{n, count, dt, op, count % 2 == 1 && n % 2 == 0, 16, 0};
-            c.ring_round_bytes = round;
-            INFO(describe_case(c));
-            REQUIRE(check_allreduce(c) == "");
+  // The ring runs directly (shared memory's own algorithm over shm),
+  // Rabenseifner through the registry.
+  for (std::string_view algo : {std::string_view{}, std::string_view{"rabenseifner"}}) {
+    for (int n : kRanks) {
+      for (std::size_t count : {std::size_t{7}, std::size_t{131}, std::size_t{1031}}) {
+        for (DataType dt : kDtypes) {
+          for (ReduceOp op : kOps) {
+            for (std::size_t round : {std::size_t{64}, std::size_t{128}}) {
+              Case c{n, count, dt, op, count % 2 == 1 && n % 2 == 0, 16, 0};
+              c.ring_round_bytes = round;
+              c.algorithm = algo;
+              INFO(describe_case(c));
+              REQUIRE(check_allreduce(c) == "");
+            }
           }
         }
       }
     }
-  }
-  // Large: rounds of 64 KiB, several segments each.
-  for (int n : {2, 3}) {
-    Case c{n, kBig, DataType::f32, ReduceOp::avg, n == 2, 16 << 10, 0};
-    c.ring_round_bytes = 64 << 10;
-    INFO(describe_case(c));
-    REQUIRE(check_allreduce(c) == "");
+    // Large: rounds of 64 KiB, several segments each.
+    for (int n : {2, 3}) {
+      Case c{n, kBig, DataType::f32, ReduceOp::avg, n == 2, 16 << 10, 0};
+      c.ring_round_bytes = 64 << 10;
+      c.algorithm = algo;
+      INFO(describe_case(c));
+      REQUIRE(check_allreduce(c) == "");
+    }
   }
 }
 
