@@ -18,8 +18,8 @@
 // Every algorithm already gives every rank the same bits, and every rank
 // cuts the same pieces, so the results are bit-identical across ranks.
 // The ring, the algorithm of large calls over a transport, runs a form of
-// its own instead (wire_ring.hpp): the same arithmetic with the
-// conversions fused into its steps, on the whole call without pieces.
+// its own instead (wire_ring.hpp): the same arithmetic and pieces, with the
+// conversions fused into its steps.
 //
 // Pieces: the conversions are whole passes over memory, as expensive per
 // byte as what loopback TCP saves (measured on 2 cores: at 16 MiB the two
