@@ -26,6 +26,7 @@ struct CollectiveCall;
 struct CallShape;
 struct CollectiveContext;
 struct CostModel;
+struct WirePlan;  // allreduce/wire.hpp
 
 struct AlgorithmSpec {
   CollectiveKind kind;
@@ -49,6 +50,11 @@ struct AlgorithmSpec {
   // sends leaves some ranks released and the others timed out: those ask
   // the released ones, whose "finished" settles the call (plan.hpp).
   bool commit_point = false;
+  // Allreduce: runs a call compressed on the wire (allreduce/wire.hpp) with
+  // the conversions fused into the algorithm's own steps; null: the general
+  // form converts each piece whole around run().
+  void (*run_wire)(CollectiveContext& ctx, const CollectiveCall& call,
+                   const WirePlan& plan) = nullptr;
 };
 
 // Every algorithm, in registry order.

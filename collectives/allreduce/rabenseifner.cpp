@@ -20,7 +20,7 @@
 //   4. Unfold: rank r < n - p sends the result to its extra rank r + p.
 // Every exchange is pipelined in segments of ctx.segment_bytes
 // (common/exchange.hpp). A large call may run as steps 1-4 once per round
-// of the buffer (ctx.ring_round_bytes, common/rounds.hpp), as the ring does.
+// of the buffer (ctx.ring_round_bytes, common/slices.hpp), as the ring does.
 //
 // Bytes on the wire per core rank: 2 (p - 1) / p * B sent and received, in
 // 2 log2(p) rounds (+ B each way and 2 rounds when n is not a power of two):
@@ -35,8 +35,8 @@
 #include "base/core/log.hpp"
 #include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/common/exchange.hpp"
-#include "collectives/common/rounds.hpp"
 #include "collectives/common/scratch_slots.hpp"
+#include "collectives/common/slices.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
 #include "collectives/patterns/ring.hpp"
 
@@ -101,18 +101,21 @@ void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, st
   fold_extra_out(ctx, mine);
 }
 
-// Steps 1-4 once per round of the buffer (common/rounds.hpp) when
+// Steps 1-4 once per round of the buffer (patterns::ring_round_elems) when
 // ctx.ring_round_bytes asks for rounds, else once.
 void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                             DataType dtype, ReduceOp op) {
   static spdlog::logger& log = logger("coll");
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
   log.debug(
       "rabenseifner allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} "
       "elements",
-      ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes,
-      patterns::ring_round_elems(count, dtype_size(dtype), ctx.ring_round_bytes));
-  allreduce_in_rounds(ctx, send, recv, count, dtype, [&](const void* s, void* r, std::size_t m) {
-    rabenseifner_whole(ctx, s, r, m, dtype, op);
+      ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  for_each_slice(count, round, [&](std::size_t at, std::size_t m) {
+    rabenseifner_whole(ctx, in + at * e, out + at * e, m, dtype, op);
   });
 }
 

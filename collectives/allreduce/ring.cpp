@@ -6,7 +6,8 @@
 
 #include "base/core/log.hpp"
 #include "collectives/allgather/ring.hpp"
-#include "collectives/common/rounds.hpp"
+#include "collectives/allreduce/wire_ring.hpp"
+#include "collectives/common/slices.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
 
@@ -32,12 +33,14 @@ void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::by
 void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                     DataType dtype, ReduceOp op) {
   static spdlog::logger& log = logger("coll");
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
   log.debug("ring allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} elements",
-            ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes,
-            patterns::ring_round_elems(count, dtype_size(dtype), ctx.ring_round_bytes));
-  allreduce_in_rounds(ctx, send, recv, count, dtype, [&](const void* s, void* r, std::size_t m) {
-    ring_allreduce_whole(ctx, static_cast<const std::byte*>(s), static_cast<std::byte*>(r), m,
-                         dtype, op);
+            ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  for_each_slice(count, round, [&](std::size_t at, std::size_t m) {
+    ring_allreduce_whole(ctx, in + at * e, out + at * e, m, dtype, op);
   });
 }
 
@@ -57,6 +60,9 @@ extern const AlgorithmSpec ring_allreduce_spec{
     ring_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
       ring_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
-    }};
+    },
+    /*one_verdict=*/false,
+    /*commit_point=*/false,
+    /*run_wire=*/ring_wire_allreduce};
 
 }  // namespace chorus

@@ -2,13 +2,10 @@
 
 #include <algorithm>
 
-#include "collectives/allreduce/wire_ring.hpp"
 #include "collectives/common/scratch_slots.hpp"
+#include "collectives/common/slices.hpp"
 
 namespace chorus {
-
-// The ring's spec (allreduce/ring.cpp), which has a fused form.
-extern const AlgorithmSpec ring_allreduce_spec;
 
 std::optional<DataType> wire_dtype_of(const CollectiveCall& call,
                                       std::optional<DataType> configured, int size) {
@@ -37,10 +34,10 @@ WirePlan plan_wire(const CollectiveCall& call, DataType wire, int size) {
 
 void run_wire_allreduce(CollectiveContext& ctx, const AlgorithmSpec& algo,
                         const CollectiveCall& call, const WirePlan& plan) {
-  if (&algo == &ring_allreduce_spec) return ring_wire_allreduce(ctx, call, plan);
+  if (algo.run_wire) return algo.run_wire(ctx, call, plan);
   const std::size_t n = call.count;
-  const std::size_t piece = std::min(n, kWirePieceElements);
-  std::byte* buf = ctx.scratch.get(scratch_slot::wire, piece * plan.shape.elem).data();
+  std::byte* buf =
+      ctx.scratch.get(scratch_slot::wire, std::min(n, kWirePieceElements) * plan.shape.elem).data();
   const int divide_by = call.op == ReduceOp::avg ? ctx.size() : 1;
   const auto* send = static_cast<const float*>(call.send);
   auto* recv = static_cast<float*>(call.recv);
@@ -48,16 +45,13 @@ void run_wire_allreduce(CollectiveContext& ctx, const AlgorithmSpec& algo,
   inner.send = buf;
   inner.recv = buf;
   CallShape shape = plan.shape;
-  std::size_t at = 0;
-  do {  // at least once: a zero count is a call too
-    const std::size_t m = std::min(piece, n - at);
+  for_each_slice(n, kWirePieceElements, [&](std::size_t at, std::size_t m) {
     narrow_from_f32(send + at, buf, m, plan.wire);
     inner.count = m;
     shape.bytes = m * shape.elem;
     algo.run(ctx, inner, shape);
     widen_to_f32(buf, recv + at, m, plan.wire, divide_by);
-    at += m;
-  } while (at < n);
+  });
 }
 
 }  // namespace chorus

@@ -17,9 +17,9 @@
 //      than in the wire dtype).
 // Every algorithm already gives every rank the same bits, and every rank
 // cuts the same pieces, so the results are bit-identical across ranks.
-// The ring, the algorithm of large calls over a transport, runs a form of
-// its own instead (wire_ring.hpp): the same arithmetic and pieces, with the
-// conversions fused into its steps.
+// An algorithm may bring a form of its own (AlgorithmSpec::run_wire): the
+// ring, the algorithm of large calls over a transport, runs wire_ring.hpp,
+// the same arithmetic and pieces with the conversions fused into its steps.
 //
 // Pieces: the conversions are whole passes over memory, as expensive per
 // byte as what loopback TCP saves (measured on 2 cores: at 16 MiB the two
@@ -72,7 +72,7 @@ WirePlan plan_wire(const CollectiveCall& call, DataType wire, int size);
 inline constexpr std::size_t kWirePieceElements = std::size_t{1} << 18;
 
 // Runs `algo` (chosen for plan.inner) for the compressed `call`: steps 1-3
-// above, or the ring's fused form.
+// above, or algo.run_wire when it has one.
 void run_wire_allreduce(CollectiveContext& ctx, const AlgorithmSpec& algo,
                         const CollectiveCall& call, const WirePlan& plan);
 

@@ -45,6 +45,7 @@
 #include "base/core/log.hpp"
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/common/scratch_slots.hpp"
+#include "collectives/common/slices.hpp"
 #include "collectives/patterns/ring.hpp"
 
 namespace chorus {
@@ -121,12 +122,9 @@ void ring_wire_allreduce(CollectiveContext& ctx, const CollectiveCall& call, con
   auto* out = static_cast<float*>(call.recv);
   const ReduceFn fn = reduce_fn(wire, plan.inner.op);
   const int divide_by = call.op == ReduceOp::avg ? ctx.size() : 1;
-  std::size_t at = 0;
-  do {  // at least once: a zero count is a call too
-    const std::size_t m = std::min(kWirePieceElements, call.count - at);
+  for_each_slice(call.count, kWirePieceElements, [&](std::size_t at, std::size_t m) {
     ring_wire_piece(ctx, in + at, out + at, m, wire, fn, divide_by);
-    at += m;
-  } while (at < call.count);
+  });
 }
 
 }  // namespace chorus
