@@ -64,7 +64,7 @@ bool Completion::wait(const Deadline& deadline, const Spin& spin) {
   Spin yielding = spin;
   yielding.yield_each = true;
   WaitScope scope(yielding);
-  auto spin_end = Clock::now() + std::chrono::microseconds(spin.us);
+  auto spin_end = Clock::now() + std::chrono::microseconds(worth_polling(yielding) ? spin.us : 0);
   unsigned round = 0;
   while (Clock::now() < spin_end) {
     if (done()) return true;

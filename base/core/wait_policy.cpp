@@ -41,15 +41,16 @@ using Clock = std::chrono::steady_clock;
 // A yield that kept this thread off its core this long handed the core to a
 // task that runs until its slice ends (a CPU-bound process, not a peer rank
 // that soon waits itself; here a yield to a `yes` process cost 1.3 ms on
-// average): from then on, for kContendedFor, waits that yield ask for the
-// short slice. Without that evidence they do not, so the three system calls
-// per wait, and the shorter turns among the job's own ranks, are not paid
-// where nothing else competes. Measured, 4 ranks on 2 cores, 8-byte
+// average). That is the evidence of a contended core, good for
+// kContendedFor after the last sign of the task. While it holds, a yield
+// asks for the short slice. Without it, a yield does not: the three system
+// calls per wait, and the shorter turns among the job's own ranks, are not
+// paid where nothing else competes. Measured, 4 ranks on 2 cores, 8-byte
 // shared-memory allreduce: idle, 4-6 us with no short slice, 13-18 us
-// shortening at every wait, 4-5 us with this rule (with now and then a run
-// at 17-20 us); beside two spinning threads, 1.0-2.5 ms with no short slice,
-// 0.24-0.28 ms with this rule at 1 ms (0.3-2.0 ms at 500 us, 0.24-0.83 ms at
-// 2 ms).
+// shortening at every wait, 4-5 us with this rule; beside two spinning
+// threads, 1.0-2.5 ms with no short slice, 0.24-0.28 ms with this rule at
+// 1 ms (0.3-2.0 ms at 500 us, 0.24-0.83 ms at 2 ms) while waits still
+// polled.
 constexpr auto kLongYield = std::chrono::milliseconds(1);
 constexpr auto kContendedFor = std::chrono::seconds(1);
 // A long yield may also have met a peer rank busy outside any call (starting
@@ -60,20 +61,37 @@ constexpr auto kContendedFor = std::chrono::seconds(1);
 // on 2 cores, chorus-bench measuring memcpy at startup (CPU-bound for some
 // milliseconds on each rank) before 8 B-2 KiB allreduces, 4 interleaved
 // runs: 2.9-6.2 us per op with this rule, 12-29 us in 3 of the 4 runs
-// without it (4.6-5.1 in the fourth); beside two spinning threads or two
-// matrix-multiply threads, medians over the runs and sizes 321 and 301 us
-// with it, 264 and 283 us without (each spread over 0.1-2 ms).
+// without it (4.6-5.1 in the fourth).
 constexpr unsigned kShortYieldsToClear = 64;
+// From a sign of the task until a probe finds none, waits sleep at once
+// (worth_polling). A probe is kProbeYields yields with the short slice, at
+// one of which a CPU-bound task still on the core keeps it for half that
+// slice or more. The first probe comes kFirstProbeGap after the sign, so
+// that a peer busy for some milliseconds does not cost the small, fast calls
+// that follow; the gap doubles with each probe that meets the task, up to
+// kProbeEvery, so that a lasting task costs one short yield to it every
+// kProbeEvery. A probe that finds no task ends the sleeping, not the
+// evidence: unbound ranks and tasks move between cores, and a task that
+// comes back takes one short slice, not its own, before waits sleep again.
+// (Ending the evidence there cost a yield of over a millisecond 10-37 times
+// in a 1.3-second run beside two matrix-multiply threads.)
+constexpr unsigned kProbeYields = 8;
+constexpr auto kFirstProbeGap = std::chrono::milliseconds(1);
+constexpr auto kProbeEvery = std::chrono::milliseconds(128);
 
 // Per thread: how deep in waits it is, the slice to restore when the
-// outermost one ends (valid while `shortened`), and until when a long yield
-// says the core is contended.
+// outermost one ends (valid while `shortened`), until when the core is
+// known to be contended, and whether its waits sleep at once and when to
+// probe that.
 struct SliceState {
   int depth = 0;
   bool shortened = false;
   SchedAttr saved{};
   Clock::time_point contended_until{};
   unsigned short_yields = 0;  // in a row, while the slice is short
+  bool sleep_at_once = false;
+  Clock::time_point last_probe{};
+  Clock::duration probe_gap{};
 };
 thread_local SliceState slice_state;
 
@@ -90,6 +108,26 @@ void shorten_slice(SliceState& s, int slice_us) {
   s.shortened = set_attr(attr);
 }
 
+// A sign of a CPU-bound task on this thread's core, seen at `when`.
+void saw_task(SliceState& s, Clock::time_point when) {
+  if (s.contended_until == Clock::time_point{}) {
+    s.probe_gap = kFirstProbeGap;
+  } else if (!s.sleep_at_once) {
+    // A probe found the core free, wrongly: probe less often.
+    s.probe_gap = std::min<Clock::duration>(2 * s.probe_gap, kProbeEvery);
+  }
+  if (!s.sleep_at_once) s.last_probe = when;
+  s.sleep_at_once = true;
+  s.contended_until = when + kContendedFor;
+  s.short_yields = 0;
+}
+
+// Whether a yield that took `took` was held up by a CPU-bound task: over
+// half the short slice while it is asked for, else a long yield.
+bool held_up(const SliceState& s, const Spin& spin, Clock::duration took) {
+  return took > kLongYield || (s.shortened && took >= std::chrono::microseconds(spin.slice_us) / 2);
+}
+
 }  // namespace
 
 void spin_step(const Spin& spin, unsigned& round) {
@@ -103,16 +141,39 @@ void spin_step(const Spin& spin, unsigned& round) {
   if (before < s.contended_until) shorten_slice(s, spin.slice_us);
   sched_yield();
   const auto after = Clock::now();
-  const auto took = after - before;
-  if (took > kLongYield) {
-    s.contended_until = after + kContendedFor;
-    s.short_yields = 0;
-  } else if (s.shortened) {
-    if (took >= std::chrono::microseconds(spin.slice_us) / 2)
-      s.short_yields = 0;
-    else if (++s.short_yields >= kShortYieldsToClear)
-      s.contended_until = {};
+  if (held_up(s, spin, after - before)) {
+    saw_task(s, after);
+  } else if (s.shortened && ++s.short_yields >= kShortYieldsToClear) {
+    s.contended_until = {};
+    s.sleep_at_once = false;
   }
+}
+
+bool worth_polling(const Spin& spin) {
+  if (!spin.yield_each) return true;
+  SliceState& s = slice_state;
+  if (!s.sleep_at_once) return true;
+  auto now = Clock::now();
+  if (now >= s.contended_until) {
+    s.contended_until = {};
+    s.sleep_at_once = false;
+    return true;
+  }
+  if (now - s.last_probe < s.probe_gap) return false;
+  shorten_slice(s, spin.slice_us);
+  for (unsigned i = 0; i < kProbeYields; ++i) {
+    const auto before = now;
+    sched_yield();
+    now = Clock::now();
+    if (held_up(s, spin, now - before)) {
+      saw_task(s, now);
+      s.last_probe = now;
+      s.probe_gap = std::min<Clock::duration>(2 * s.probe_gap, kProbeEvery);
+      return false;
+    }
+  }
+  s.sleep_at_once = false;
+  return true;
 }
 
 void WaitScope::enter() {

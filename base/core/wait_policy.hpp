@@ -46,6 +46,16 @@ inline void cpu_relax() {
 // (with the short slice, see above). Counts the rounds.
 void spin_step(const Spin& spin, unsigned& round);
 
+// Whether a wait that starts now should poll before it sleeps. False while a
+// spin that yields (Spin::yield_each) has recent evidence of a CPU-bound
+// task on this thread's core (a yield that kept it off the core for over a
+// millisecond): then the wait sleeps at once, because a futex or epoll
+// wake-up preempts such a task within tens of microseconds, where a yield
+// hands it the core for its slice. Now and then a probe (a few yields)
+// tests the evidence, and ends it once the task has gone. Always true for a
+// spin that only pauses.
+bool worth_polling(const Spin& spin);
+
 // Brackets one wait that polls as `spin` says: restores the thread's
 // scheduler slice on leaving the outermost scope if spin_step shortened it
 // inside. Only a yielding spin can shorten it; for any other the scope is one

@@ -374,7 +374,7 @@ void Domain::wait_until(Ready&& ready, WatchFn&& watch, const WaitSpec& spec,
                         TimedOut&& timed_out) {
   if (ready()) return;
   WaitScope scope(spec.spin);
-  if (spec.spin.us > 0) {
+  if (spec.spin.us > 0 && worth_polling(spec.spin)) {
     // The clock starts at the first time check: most waits end before it,
     // and a clock read is a good part of a latency-path call.
     Clock::time_point spin_until{};

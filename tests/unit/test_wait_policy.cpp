@@ -1,7 +1,7 @@
 // The wait policy (base/core/wait_policy.hpp): a yielding wait that meets a
 // CPU-bound task on its core asks for the short scheduler slice, gives the
 // thread its own slice back when the wait ends, and stops asking once yields
-// come back at once again.
+// come back at once again; while the task is there, waits sleep at once.
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -115,6 +115,111 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     }
   });
   worker.join();
+}
+
+namespace {
+
+// One run of a waiting thread pinned beside a CPU-bound one, then alone.
+struct BesideHog {
+  bool polled_first = false;                   // before any evidence
+  bool sleeping = false;                       // evidence found by a wait's yields
+  int waits_beside = 0;                        // waits while the hog ran
+  int polled_beside = 0;                       // ... that polled
+  bool pausing_polled = true;                  // a spin that only pauses: always polls
+  bool polling_again = false;                  // after the hog stopped
+  std::chrono::steady_clock::duration took{};  // from the hog's end to then
+
+  bool ok() const {
+    return polled_first && sleeping && waits_beside > 10 && polled_beside * 4 < waits_beside &&
+           pausing_polled && polling_again && took < std::chrono::milliseconds(500);
+  }
+};
+
+BesideHog wait_beside_hog(int cpu) {
+  using Clock = std::chrono::steady_clock;
+  BesideHog r;
+  const Spin yielding{50, true, 100};
+  const Spin pausing{50, false, 100};
+  r.polled_first = worth_polling(yielding);
+  std::atomic<bool> stop{false};
+  std::thread hog([&] {
+    pin_to(cpu);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  // A wait that yields to the hog finds the evidence.
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (!r.sleeping && Clock::now() < give_up) {
+    WaitScope scope(yielding);
+    unsigned round = 0;
+    spin_step(yielding, round);
+    r.sleeping = !worth_polling(yielding);
+  }
+  // While the hog runs, waits mostly sleep at once. A probe among them (the
+  // first 1 ms after the evidence, then at growing gaps) that finds the core
+  // free lets the next waits poll, whose yields (with the short slice) meet
+  // the hog again.
+  const auto beside_until = Clock::now() + std::chrono::milliseconds(200);
+  while (r.sleeping && Clock::now() < beside_until) {
+    {
+      WaitScope scope(yielding);
+      if (worth_polling(yielding)) {
+        ++r.polled_beside;
+        unsigned round = 0;
+        const auto poll_until = Clock::now() + std::chrono::microseconds(yielding.us);
+        while (Clock::now() < poll_until) spin_step(yielding, round);
+      }
+      r.pausing_polled = r.pausing_polled && worth_polling(pausing);
+      ++r.waits_beside;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the wait's sleep
+  }
+  stop = true;
+  hog.join();
+  // The hog is gone: a probe finds the core free, and waits poll again, well
+  // before the evidence would run out by itself (a second after its last sign).
+  const auto after_hog = Clock::now();
+  while (!r.polling_again && Clock::now() < after_hog + std::chrono::seconds(5)) {
+    WaitScope scope(yielding);
+    r.polling_again = worth_polling(yielding);
+    if (!r.polling_again) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.took = Clock::now() - after_hog;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("wait policy: beside a CPU-bound task waits sleep at once, and poll once it has gone",
+          "[wait]") {
+  const int cpu = current_cpu_allowed();
+  REQUIRE(cpu >= 0);
+  BesideHog r;
+  int attempts = 0;
+  std::thread worker([&] {
+    if (!pin_to(cpu)) return;
+    // Other processes on this CPU (tests run two at a time) can take it
+    // from a probe, or hold the evidence up: up to three tries. Each starts
+    // with no evidence: the last one ended it.
+    while (attempts < 3 && !r.ok()) {
+      ++attempts;
+      r = wait_beside_hog(cpu);
+    }
+  });
+  worker.join();
+  REQUIRE(attempts > 0);
+  using Ms = std::chrono::duration<double, std::milli>;
+  const double took_ms = std::chrono::duration_cast<Ms>(r.took).count();
+  INFO(attempts << " attempt(s); the last: " << r.polled_beside << " of " << r.waits_beside
+                << " waits beside the hog polled, polling again " << took_ms
+                << " ms after it stopped");
+  CHECK(r.polled_first);
+  CHECK(r.sleeping);
+  CHECK(r.waits_beside > 10);
+  CHECK(r.polled_beside * 4 < r.waits_beside);
+  CHECK(r.pausing_polled);
+  CHECK(r.polling_again);
+  CHECK(r.took < std::chrono::milliseconds(500));
 }
 
 TEST_CASE("wait policy: a batch thread keeps its weight and gives up wake-up preemption only",
