@@ -52,8 +52,8 @@ void spin_step(const Spin& spin, unsigned& round);
 // millisecond): then the wait sleeps at once, because a futex or epoll
 // wake-up preempts such a task within tens of microseconds, where a yield
 // hands it the core for its slice. Now and then a probe (a few yields)
-// tests the evidence, and ends it once the task has gone. Always true for a
-// spin that only pauses.
+// tests the evidence, and lets waits poll again once the task has gone.
+// Always true for a spin that only pauses.
 bool worth_polling(const Spin& spin);
 
 // Brackets one wait that polls as `spin` says: restores the thread's
