@@ -177,7 +177,8 @@ std::vector<ConfigVar> build_registry() {
                "Whether a polling wait yields its core at every check: always, never, or auto "
                "(yield when this host runs more ranks than it has cores, so that a rank queued "
                "on our core can run; never otherwise: beside a CPU-bound process a yield costs "
-               "milliseconds).",
+               "milliseconds). A yielding wait that has met a CPU-bound task on its core sleeps "
+               "at once instead, until a probe finds the core free.",
                [](Config& c, std::string_view v) {
                  const std::string m = ascii_lower(v);
                  if (m == "auto")
