@@ -200,13 +200,14 @@ TEST_CASE("wait policy: beside a CPU-bound task waits sleep at once, and poll on
     if (!pin_to(cpu)) return;
     // Other processes on this CPU (tests run two at a time) can take it
     // from a probe, or hold the evidence up: up to three tries. Each starts
-    // with no evidence: the last one ended it.
+    // with waits that poll: the last one ended with them polling again.
     while (attempts < 3 && !r.ok()) {
       ++attempts;
       r = wait_beside_hog(cpu);
     }
   });
   worker.join();
+  INFO("the test thread could not be pinned to CPU " << cpu << " when attempts is 0");
   REQUIRE(attempts > 0);
   using Ms = std::chrono::duration<double, std::milli>;
   const double took_ms = std::chrono::duration_cast<Ms>(r.took).count();
