@@ -150,7 +150,8 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
     // CPU-bound processes a yield after every poll cost 1.7-3 ms per 8-byte
     // allreduce of 2 ranks over TCP, a pause 10 us.
     auto now = Clock::now();
-    const auto spin_end = now + std::chrono::microseconds(worth_polling(spin) ? spin.us : 0);
+    const auto spin_end =
+        now + std::chrono::microseconds(spin.us > 0 && worth_polling(spin) ? spin.us : 0);
     unsigned round = 0;
     while (pending && !failed && now < spin_end) {
       transport.poll();

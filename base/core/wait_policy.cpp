@@ -108,23 +108,34 @@ void shorten_slice(SliceState& s, int slice_us) {
   s.shortened = set_attr(attr);
 }
 
+// The next probe a doubled gap after `when`: the last one met the task, or
+// found the core free wrongly.
+void probe_later(SliceState& s, Clock::time_point when) {
+  s.last_probe = when;
+  s.probe_gap = std::min<Clock::duration>(2 * s.probe_gap, kProbeEvery);
+}
+
 // A sign of a CPU-bound task on this thread's core, seen at `when`.
 void saw_task(SliceState& s, Clock::time_point when) {
   if (s.contended_until == Clock::time_point{}) {
     s.probe_gap = kFirstProbeGap;
+    s.last_probe = when;
   } else if (!s.sleep_at_once) {
-    // A probe found the core free, wrongly: probe less often.
-    s.probe_gap = std::min<Clock::duration>(2 * s.probe_gap, kProbeEvery);
+    probe_later(s, when);  // a probe found the core free, wrongly
   }
-  if (!s.sleep_at_once) s.last_probe = when;
   s.sleep_at_once = true;
   s.contended_until = when + kContendedFor;
   s.short_yields = 0;
 }
 
-// Whether a yield that took `took` was held up by a CPU-bound task: over
-// half the short slice while it is asked for, else a long yield.
-bool held_up(const SliceState& s, const Spin& spin, Clock::duration took) {
+// Yields the core, begun at `before`; `after` is when it came back. Whether
+// a CPU-bound task held it up: for over half the short slice while that is
+// asked for, else for a long yield.
+bool yield_held_up(const SliceState& s, const Spin& spin, Clock::time_point before,
+                   Clock::time_point& after) {
+  sched_yield();
+  after = Clock::now();
+  const auto took = after - before;
   return took > kLongYield || (s.shortened && took >= std::chrono::microseconds(spin.slice_us) / 2);
 }
 
@@ -139,9 +150,8 @@ void spin_step(const Spin& spin, unsigned& round) {
   SliceState& s = slice_state;
   const auto before = Clock::now();
   if (before < s.contended_until) shorten_slice(s, spin.slice_us);
-  sched_yield();
-  const auto after = Clock::now();
-  if (held_up(s, spin, after - before)) {
+  Clock::time_point after;
+  if (yield_held_up(s, spin, before, after)) {
     saw_task(s, after);
   } else if (s.shortened && ++s.short_yields >= kShortYieldsToClear) {
     s.contended_until = {};
@@ -162,18 +172,19 @@ bool worth_polling(const Spin& spin) {
   if (now - s.last_probe < s.probe_gap) return false;
   shorten_slice(s, spin.slice_us);
   for (unsigned i = 0; i < kProbeYields; ++i) {
-    const auto before = now;
-    sched_yield();
-    now = Clock::now();
-    if (held_up(s, spin, now - before)) {
+    if (yield_held_up(s, spin, now, now)) {
       saw_task(s, now);
-      s.last_probe = now;
-      s.probe_gap = std::min<Clock::duration>(2 * s.probe_gap, kProbeEvery);
+      probe_later(s, now);
       return false;
     }
   }
   s.sleep_at_once = false;
   return true;
+}
+
+bool core_contended() {
+  const SliceState& s = slice_state;
+  return s.contended_until != Clock::time_point{} && Clock::now() < s.contended_until;
 }
 
 void WaitScope::enter() {

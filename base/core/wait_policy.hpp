@@ -56,6 +56,10 @@ void spin_step(const Spin& spin, unsigned& round);
 // Always true for a spin that only pauses.
 bool worth_polling(const Spin& spin);
 
+// Whether this thread holds evidence of a CPU-bound task on its core (for
+// tests: a probe that lets waits poll again keeps it, while it lasts).
+bool core_contended();
+
 // Brackets one wait that polls as `spin` says: restores the thread's
 // scheduler slice on leaving the outermost scope if spin_step shortened it
 // inside. Only a yielding spin can shorten it; for any other the scope is one

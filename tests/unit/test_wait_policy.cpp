@@ -94,16 +94,19 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
     CHECK(current_sched_slice_ns() == original);
     // The hog is gone: yields come back at once, and after a run of them a
     // wait no longer shortens the slice (the evidence is cleared; it would
-    // otherwise last a second).
+    // otherwise last a second). Another process on this CPU (tests run two
+    // at a time) can hold a yield up and renew the evidence: up to three
+    // runs of yields, all well within that second.
     if (shortened) {
       const Spin spin{50, true, 100};
-      {
-        WaitScope scope(spin);
-        unsigned round = 0;
-        for (int i = 0; i < 256; ++i) spin_step(spin, round);
-      }
-      bool stayed = true;
-      {
+      bool stayed = false;
+      for (int attempt = 0; attempt < 3 && !stayed; ++attempt) {
+        {
+          WaitScope scope(spin);
+          unsigned round = 0;
+          for (int i = 0; i < 256; ++i) spin_step(spin, round);
+        }
+        stayed = true;
         WaitScope scope(spin);
         unsigned round = 0;
         for (int i = 0; i < 16; ++i) {
@@ -127,11 +130,12 @@ struct BesideHog {
   int polled_beside = 0;                       // ... that polled
   bool pausing_polled = true;                  // a spin that only pauses: always polls
   bool polling_again = false;                  // after the hog stopped
+  bool by_probe = false;                       // ... with the evidence still held
   std::chrono::steady_clock::duration took{};  // from the hog's end to then
 
   bool ok() const {
     return polled_first && sleeping && waits_beside > 10 && polled_beside * 4 < waits_beside &&
-           pausing_polled && polling_again && took < std::chrono::milliseconds(500);
+           pausing_polled && polling_again && by_probe;
   }
 };
 
@@ -176,14 +180,16 @@ BesideHog wait_beside_hog(int cpu) {
   }
   stop = true;
   hog.join();
-  // The hog is gone: a probe finds the core free, and waits poll again, well
-  // before the evidence would run out by itself (a second after its last sign).
+  // The hog is gone: a probe finds the core free, and waits poll again while
+  // the evidence still holds (it would run out by itself a second after its
+  // last sign, and end the sleeping with it).
   const auto after_hog = Clock::now();
   while (!r.polling_again && Clock::now() < after_hog + std::chrono::seconds(5)) {
     WaitScope scope(yielding);
     r.polling_again = worth_polling(yielding);
     if (!r.polling_again) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  r.by_probe = r.polling_again && core_contended();
   r.took = Clock::now() - after_hog;
   return r;
 }
@@ -220,7 +226,7 @@ TEST_CASE("wait policy: beside a CPU-bound task waits sleep at once, and poll on
   CHECK(r.polled_beside * 4 < r.waits_beside);
   CHECK(r.pausing_polled);
   CHECK(r.polling_again);
-  CHECK(r.took < std::chrono::milliseconds(500));
+  CHECK(r.by_probe);
 }
 
 TEST_CASE("wait policy: a batch thread keeps its weight and gives up wake-up preemption only",
