@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -17,6 +18,14 @@
 #include "transports/transport.hpp"
 
 namespace chorus::test {
+
+// n bytes that differ from one seed to another and along the buffer, so that
+// a byte moved to the wrong place or taken from the wrong message shows.
+inline std::vector<std::byte> pattern(std::size_t n, int seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
+  return v;
+}
 
 inline CallSignature sig_of(uint64_t seq, uint64_t count) {
   CallSignature s;

@@ -70,12 +70,6 @@ void wait_for_arrival(UcxTransport& t, int peer, uint32_t tag) {
   }
 }
 
-std::vector<std::byte> pattern(std::size_t n, int seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed * 7) & 0xff);
-  return v;
-}
-
 bool names_shm(const std::string& endpoint_info) {
   for (const char* tl : {"posix/", "sysv/", "xpmem/", "cma/", "knem/"})
     if (endpoint_info.find(tl) != std::string::npos) return true;
