@@ -3,12 +3,12 @@
 // References are written here independently of base/core/dtype.cpp (the
 // 16-bit floats' in ref_float16.hpp: decoded with ldexp and encoded with
 // frexp/ldexp and an explicit round-half-to-even on the scaled significand,
-// all in double). Results of f16,
-// bf16 and f32 kernels must equal the correctly rounded result of the exact
-// operation: double holds the exact product of two such values, and for sums
-// (and the avg division) rounding twice, first to double then to the target,
-// is innocuous because 53 >= 2p + 2 (and f32 >= 2p + 2 for f16 and bf16, which
-// is why the library may compute those through f32).
+// all in double). Results of f16, bf16 and f32 kernels must equal the
+// correctly rounded result of the exact operation: double holds the exact
+// product of two such values, and for sums (and the avg division) rounding
+// twice, first to double then to the target, is innocuous because
+// 53 >= 2p + 2 (and f32 >= 2p + 2 for f16 and bf16, which is why the library
+// may compute those through f32).
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
