@@ -149,9 +149,11 @@ void wait_all_impl(Transport& transport, std::span<const RequestPtr> requests,
     // the core only where the wait policy says (wait_policy.hpp): beside
     // CPU-bound processes a yield after every poll cost 1.7-3 ms per 8-byte
     // allreduce of 2 ranks over TCP, a pause 10 us.
+    // The clock is read after worth_polling: a probe's yields there may take
+    // longer than the whole poll, which a clean probe must not skip.
+    const bool poll_first = spin.us > 0 && worth_polling(spin);
     auto now = Clock::now();
-    const auto spin_end =
-        now + std::chrono::microseconds(spin.us > 0 && worth_polling(spin) ? spin.us : 0);
+    const auto spin_end = now + std::chrono::microseconds(poll_first ? spin.us : 0);
     unsigned round = 0;
     while (pending && !failed && now < spin_end) {
       transport.poll();

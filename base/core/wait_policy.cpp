@@ -117,7 +117,10 @@ void probe_later(SliceState& s, Clock::time_point when) {
 
 // A sign of a CPU-bound task on this thread's core, seen at `when`.
 void saw_task(SliceState& s, Clock::time_point when) {
-  if (s.contended_until == Clock::time_point{}) {
+  // Evidence that ran out counts for nothing, whether or not anything has
+  // cleared it since (after a clean probe only short yields do, and a thread
+  // that seldom waits makes few).
+  if (s.contended_until == Clock::time_point{} || when >= s.contended_until) {
     s.probe_gap = kFirstProbeGap;
     s.last_probe = when;
   } else if (!s.sleep_at_once) {
@@ -185,6 +188,10 @@ bool worth_polling(const Spin& spin) {
 bool core_contended() {
   const SliceState& s = slice_state;
   return s.contended_until != Clock::time_point{} && Clock::now() < s.contended_until;
+}
+
+std::chrono::nanoseconds next_probe_gap() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(slice_state.probe_gap);
 }
 
 void WaitScope::enter() {

@@ -12,7 +12,9 @@
 // else is runnable for the rest of its time slice: beside a CPU-bound process
 // that costs milliseconds (measured on 2 cores, two `yes` processes beside a
 // 2-rank job: 8-byte shared-memory allreduce 2.0-2.6 ms yielding after 64
-// pauses, 0.3-0.6 us pausing only).
+// pauses, 0.3-0.6 us pausing only). The exception is a wait for a thread of
+// this process (Completion::wait): that thread is likely queued on this very
+// core, so such a wait yields after 64 pauses whatever the host's ranks.
 //
 // While a wait yields, the thread asks the scheduler for a short time slice
 // (Spin::slice_us, CHORUS_WAIT_SLICE_US; Linux 6.12 and later honour it for
@@ -21,6 +23,7 @@
 // when the wait ends (WaitScope), so a caller's compute is not affected.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace chorus {
@@ -59,6 +62,9 @@ bool worth_polling(const Spin& spin);
 // Whether this thread holds evidence of a CPU-bound task on its core (for
 // tests: a probe that lets waits poll again keeps it, while it lasts).
 bool core_contended();
+// How long after the last probe (or the first sign) this thread's next probe
+// comes (for tests).
+std::chrono::nanoseconds next_probe_gap();
 
 // Brackets one wait that polls as `spin` says: restores the thread's
 // scheduler slice on leaving the outermost scope if spin_step shortened it

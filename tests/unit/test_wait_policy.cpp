@@ -36,16 +36,40 @@ int current_cpu_allowed() {
 }  // namespace
 
 TEST_CASE("wait policy: a pausing spin never touches the scheduler", "[wait]") {
-  const uint64_t before = current_sched_slice_ns();
-  {
-    const Spin spin{50, false, 100};
-    WaitScope scope(spin);
-    unsigned round = 0;
-    for (int i = 0; i < 1000; ++i) spin_step(spin, round);
-    CHECK(round == 1000);
-    CHECK(current_sched_slice_ns() == before);
-  }
-  CHECK(current_sched_slice_ns() == before);
+  // Beside a CPU-bound thread on the same CPU, where any yield would be held
+  // up and leave evidence of it: a pausing spin leaves none, and the slice
+  // stays the thread's own.
+  const int cpu = current_cpu_allowed();
+  REQUIRE(cpu >= 0);
+  bool pinned = false, contended = true;
+  unsigned round = 0;
+  uint64_t before = 0, inside = 0, after = 0;
+  std::thread worker([&] {
+    if (!(pinned = pin_to(cpu))) return;
+    std::atomic<bool> stop{false};
+    std::thread hog([&] {
+      pin_to(cpu);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+    before = current_sched_slice_ns();
+    {
+      const Spin spin{50, false, 100};
+      WaitScope scope(spin);
+      for (int i = 0; i < 1000; ++i) spin_step(spin, round);
+      inside = current_sched_slice_ns();
+    }
+    after = current_sched_slice_ns();
+    contended = core_contended();
+    stop = true;
+    hog.join();
+  });
+  worker.join();
+  REQUIRE(pinned);
+  CHECK(round == 1000);
+  CHECK_FALSE(contended);
+  CHECK(inside == before);
+  CHECK(after == before);
 }
 
 TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the wait only",
@@ -227,6 +251,108 @@ TEST_CASE("wait policy: beside a CPU-bound task waits sleep at once, and poll on
   CHECK(r.pausing_polled);
   CHECK(r.polling_again);
   CHECK(r.by_probe);
+}
+
+namespace {
+
+// Evidence that runs out unnoticed (a thread that waits seldom after a clean
+// probe): a CPU-bound task met again later is a new sign, whose first probe
+// comes 1 ms after it, not after a gap doubled from the old evidence's.
+// Whether the run got that far (the hogs met on `cpu`), and the gap then.
+struct StaleEvidence {
+  bool sleeping = false;     // the first hog's evidence
+  bool probed_free = false;  // a clean probe after it stopped
+  bool ran_out = false;      // the evidence a second later
+  bool found_again = false;  // the second hog's sign
+  std::chrono::nanoseconds gap_before{}, gap_after{};
+  bool ran() const { return sleeping && probed_free && ran_out && found_again; }
+};
+
+StaleEvidence evidence_found_again(int cpu) {
+  using Clock = std::chrono::steady_clock;
+  StaleEvidence r;
+  const Spin yielding{50, true, 100};
+  auto hog_until_stopped = [cpu](std::atomic<bool>& stop) {
+    return std::thread([cpu, &stop] {
+      pin_to(cpu);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  };
+  {
+    std::atomic<bool> stop{false};
+    std::thread hog = hog_until_stopped(stop);
+    const auto give_up = Clock::now() + std::chrono::seconds(5);
+    while (!r.sleeping && Clock::now() < give_up) {
+      WaitScope scope(yielding);
+      unsigned round = 0;
+      spin_step(yielding, round);
+      r.sleeping = !worth_polling(yielding);
+    }
+    // Waits beside it for a while: the probes that meet it double the gap.
+    const auto beside_until = Clock::now() + std::chrono::milliseconds(50);
+    while (r.sleeping && Clock::now() < beside_until) {
+      WaitScope scope(yielding);
+      worth_polling(yielding);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    stop = true;
+    hog.join();
+  }
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (r.sleeping && !r.probed_free && Clock::now() < give_up) {
+    WaitScope scope(yielding);
+    r.probed_free = worth_polling(yielding) && core_contended();
+    if (!r.probed_free) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.gap_before = next_probe_gap();
+  // No wait for longer than the evidence lasts (a second).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  r.ran_out = !core_contended();
+  {
+    std::atomic<bool> stop{false};
+    std::thread hog = hog_until_stopped(stop);
+    const auto again_until = Clock::now() + std::chrono::seconds(5);
+    while (r.probed_free && !r.found_again && Clock::now() < again_until) {
+      WaitScope scope(yielding);
+      unsigned round = 0;
+      spin_step(yielding, round);
+      r.found_again = core_contended();
+    }
+    r.gap_after = next_probe_gap();
+    stop = true;
+    hog.join();
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "wait policy: evidence that ran out unnoticed counts as new: its first probe comes 1 ms "
+    "after the next sign",
+    "[wait]") {
+  const int cpu = current_cpu_allowed();
+  REQUIRE(cpu >= 0);
+  StaleEvidence r;
+  int attempts = 0;
+  std::thread worker([&] {
+    if (!pin_to(cpu)) return;
+    while (attempts < 3 && !r.ran()) {  // another process on the CPU can spoil a run
+      ++attempts;
+      r = evidence_found_again(cpu);
+    }
+  });
+  worker.join();
+  INFO("the test thread could not be pinned to CPU " << cpu << " when attempts is 0");
+  REQUIRE(attempts > 0);
+  INFO(attempts << " attempt(s); gap before " << r.gap_before.count() << " ns, after "
+                << r.gap_after.count() << " ns");
+  REQUIRE(r.sleeping);
+  REQUIRE(r.probed_free);
+  REQUIRE(r.ran_out);
+  REQUIRE(r.found_again);
+  CHECK(r.gap_after == std::chrono::milliseconds(1));
 }
 
 TEST_CASE("wait policy: a batch thread keeps its weight and gives up wake-up preemption only",

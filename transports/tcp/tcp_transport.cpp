@@ -36,9 +36,13 @@ TcpTransport::~TcpTransport() {
     log().warn("rank {}: error while closing: {}", options_.rank, e.what());
   }
   stop_ = true;
+  wake_epoll();
+  if (progress_.joinable()) progress_.join();
+}
+
+void TcpTransport::wake_epoll() {
   uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
-  if (progress_.joinable()) progress_.join();
 }
 
 RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
@@ -250,7 +254,13 @@ void TcpTransport::progress_loop() {
     int count = epoll_wait(epoll_fd_.get(), events, 64, 200);
     if (count > 0 && spinners_.load(std::memory_order_seq_cst) != 0) continue;
     std::lock_guard lock(mu_);
-    if (count > 0) process_events(events, count);
+    if (count > 0) {
+      process_events(events, count);
+      // A waiter that began after the check above may have found its request
+      // not done and gone to sleep in epoll on the input just taken here:
+      // nothing else would wake it before its timeout.
+      if (spinners_.load(std::memory_order_seq_cst) != 0) wake_epoll();
+    }
     if (!strangers_.empty()) expire_strangers();
     expire_probes();
     report_parked_locked();

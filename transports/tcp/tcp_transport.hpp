@@ -302,6 +302,8 @@ class TcpTransport final : public Transport {
   // and cannot ask where it is, so it is told unasked (every kAnnounceAfter).
   void report_parked_locked();
   void progress_loop();
+  // Makes whoever sleeps in epoll_wait on epoll_fd_ return (wake_fd_).
+  void wake_epoll();
   void hand_over_results_locked();  // close(): mu_ held
 
   TcpOptions options_;
