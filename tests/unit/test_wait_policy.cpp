@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "base/core/wait_policy.hpp"
@@ -33,6 +34,40 @@ int current_cpu_allowed() {
   return -1;
 }
 
+// A CPU-bound task: a thread spinning on `cpu` until destroyed.
+class Hog {
+ public:
+  explicit Hog(int cpu)
+      : thread_([this, cpu] {
+          pin_to(cpu);
+          while (!stop_.load(std::memory_order_relaxed)) {
+          }
+        }) {}
+  Hog(const Hog&) = delete;
+  Hog& operator=(const Hog&) = delete;
+  ~Hog() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};  // before thread_, which reads it
+  std::thread thread_;
+};
+
+// Yielding waits beside a hog until one finds the evidence and the next
+// would sleep at once (bounded: 5 s); whether that happened.
+bool wait_until_sleeping(const Spin& yielding) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < give_up) {
+    WaitScope scope(yielding);
+    unsigned round = 0;
+    spin_step(yielding, round);
+    if (!worth_polling(yielding)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("wait policy: a pausing spin never touches the scheduler", "[wait]") {
@@ -46,12 +81,7 @@ TEST_CASE("wait policy: a pausing spin never touches the scheduler", "[wait]") {
   uint64_t before = 0, inside = 0, after = 0;
   std::thread worker([&] {
     if (!(pinned = pin_to(cpu))) return;
-    std::atomic<bool> stop{false};
-    std::thread hog([&] {
-      pin_to(cpu);
-      while (!stop.load(std::memory_order_relaxed)) {
-      }
-    });
+    Hog hog(cpu);
     before = current_sched_slice_ns();
     {
       const Spin spin{50, false, 100};
@@ -61,8 +91,6 @@ TEST_CASE("wait policy: a pausing spin never touches the scheduler", "[wait]") {
     }
     after = current_sched_slice_ns();
     contended = core_contended();
-    stop = true;
-    hog.join();
   });
   worker.join();
   REQUIRE(pinned);
@@ -91,12 +119,7 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
           "the short slice cannot be observed here");
       return;
     }
-    std::atomic<bool> stop{false};
-    std::thread hog([&] {
-      pin_to(cpu);
-      while (!stop.load(std::memory_order_relaxed)) {
-      }
-    });
+    auto hog = std::make_unique<Hog>(cpu);
     bool shortened = false;
     {
       const Spin spin{50, true, 100};
@@ -111,8 +134,7 @@ TEST_CASE("wait policy: yielding to a CPU-bound task shortens the slice for the 
       { WaitScope inner(spin); }
       if (shortened) CHECK(current_sched_slice_ns() == 100'000);
     }
-    stop = true;
-    hog.join();
+    hog.reset();
     INFO("slice before " << original << " ns");
     CHECK(shortened);
     CHECK(current_sched_slice_ns() == original);
@@ -169,20 +191,9 @@ BesideHog wait_beside_hog(int cpu) {
   const Spin yielding{50, true, 100};
   const Spin pausing{50, false, 100};
   r.polled_first = worth_polling(yielding);
-  std::atomic<bool> stop{false};
-  std::thread hog([&] {
-    pin_to(cpu);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  auto hog = std::make_unique<Hog>(cpu);
   // A wait that yields to the hog finds the evidence.
-  const auto give_up = Clock::now() + std::chrono::seconds(5);
-  while (!r.sleeping && Clock::now() < give_up) {
-    WaitScope scope(yielding);
-    unsigned round = 0;
-    spin_step(yielding, round);
-    r.sleeping = !worth_polling(yielding);
-  }
+  r.sleeping = wait_until_sleeping(yielding);
   // While the hog runs, waits mostly sleep at once. A probe among them (the
   // first 1 ms after the evidence, then at growing gaps) that finds the core
   // free lets the next waits poll, whose yields (with the short slice) meet
@@ -202,8 +213,7 @@ BesideHog wait_beside_hog(int cpu) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // the wait's sleep
   }
-  stop = true;
-  hog.join();
+  hog.reset();
   // The hog is gone: a probe finds the core free, and waits poll again while
   // the evidence still holds (it would run out by itself a second after its
   // last sign, and end the sleeping with it).
@@ -272,23 +282,9 @@ StaleEvidence evidence_found_again(int cpu) {
   using Clock = std::chrono::steady_clock;
   StaleEvidence r;
   const Spin yielding{50, true, 100};
-  auto hog_until_stopped = [cpu](std::atomic<bool>& stop) {
-    return std::thread([cpu, &stop] {
-      pin_to(cpu);
-      while (!stop.load(std::memory_order_relaxed)) {
-      }
-    });
-  };
   {
-    std::atomic<bool> stop{false};
-    std::thread hog = hog_until_stopped(stop);
-    const auto give_up = Clock::now() + std::chrono::seconds(5);
-    while (!r.sleeping && Clock::now() < give_up) {
-      WaitScope scope(yielding);
-      unsigned round = 0;
-      spin_step(yielding, round);
-      r.sleeping = !worth_polling(yielding);
-    }
+    Hog hog(cpu);
+    r.sleeping = wait_until_sleeping(yielding);
     // Waits beside it for a while: the probes that meet it double the gap.
     const auto beside_until = Clock::now() + std::chrono::milliseconds(50);
     while (r.sleeping && Clock::now() < beside_until) {
@@ -296,8 +292,6 @@ StaleEvidence evidence_found_again(int cpu) {
       worth_polling(yielding);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    stop = true;
-    hog.join();
   }
   const auto give_up = Clock::now() + std::chrono::seconds(5);
   while (r.sleeping && !r.probed_free && Clock::now() < give_up) {
@@ -310,8 +304,7 @@ StaleEvidence evidence_found_again(int cpu) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   r.ran_out = !core_contended();
   {
-    std::atomic<bool> stop{false};
-    std::thread hog = hog_until_stopped(stop);
+    Hog hog(cpu);
     const auto again_until = Clock::now() + std::chrono::seconds(5);
     while (r.probed_free && !r.found_again && Clock::now() < again_until) {
       WaitScope scope(yielding);
@@ -320,8 +313,6 @@ StaleEvidence evidence_found_again(int cpu) {
       r.found_again = core_contended();
     }
     r.gap_after = next_probe_gap();
-    stop = true;
-    hog.join();
   }
   return r;
 }
