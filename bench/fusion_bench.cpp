@@ -135,7 +135,9 @@ int fusion_main(int argc, char** argv) {
   if (!mix_name.empty()) {
     const chorus_bench_mix* mix = chorus_bench_find_mix(mix_name.c_str());
     if (!mix) {
-      std::fprintf(stderr, "chorus-bench fusion: unknown mix '%s'\n", mix_name.c_str());
+      std::fprintf(stderr, "chorus-bench fusion: unknown mix '%s'; mixes:", mix_name.c_str());
+      chorus_bench_print_mixes(stderr);
+      std::fputc('\n', stderr);
       return 2;
     }
     s.elems.assign(mix->elems, mix->elems + mix->count);
@@ -232,7 +234,8 @@ int fusion_main(int argc, char** argv) {
       break;
     }
     total_wrong += wrong;
-    const double step_us = bench_max_over_ranks(s.comm, bench_median(times[m]));
+    const BenchTimes step = bench_times_over_ranks(s.comm, times[m]);
+    const double step_us = step.median;
     const double n = s.nranks;
     const double busbw = step_bytes / step_us / 1e3 * 2 * (n - 1) / n;
     if (s.rank != 0) continue;
@@ -243,14 +246,16 @@ int fusion_main(int argc, char** argv) {
           "{\"impl\": \"chorus\", \"benchmark\": \"fusion\", \"mode\": \"%s\", \"tensors\": %zu, "
           "\"bytes\": %llu, \"bytes_each\": %s, \"mix\": %s, \"np\": %d, \"type\": \"float32\", "
           "\"redop\": \"sum\", \"inplace\": 1, \"warmup\": %d, \"iters\": %d, \"step_us\": %.3f, "
-          "\"busbw_gbps\": %.6f, \"wrong\": %s}\n",
+          "\"mean_us\": %.3f, \"min_us\": %.3f, \"busbw_gbps\": %.6f, \"wrong\": %s}\n",
           kModeNames[mode], s.elems.size(), (unsigned long long)step_bytes, each_json.c_str(),
-          mix_json.c_str(), s.nranks, n_warmup, n_iters, step_us, busbw,
+          mix_json.c_str(), s.nranks, n_warmup, n_iters, step_us, step.mean, step.min, busbw,
           check ? std::to_string(wrong).c_str() : "null");
     else
-      std::printf("%-14s %8zu tensors %12llu B  step %12.1f us  busbw %8.3f GB/s  wrong %llu\n",
-                  kModeNames[mode], s.elems.size(), (unsigned long long)step_bytes, step_us, busbw,
-                  (unsigned long long)wrong);
+      std::printf(
+          "%-14s %8zu tensors %12llu B  step %12.1f us  mean %12.1f us  min %12.1f us  busbw "
+          "%8.3f GB/s  wrong %llu\n",
+          kModeNames[mode], s.elems.size(), (unsigned long long)step_bytes, step_us, step.mean,
+          step.min, busbw, (unsigned long long)wrong);
     std::fflush(stdout);
   }
   if (s.rank == 0 && json && !failed)

@@ -24,6 +24,7 @@
 #define CHORUS_BENCH_FUSION_MIXES_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -455,6 +456,13 @@ static inline const chorus_bench_mix* chorus_bench_find_mix(const char* name) {
   for (i = 0; i < CHORUS_BENCH_MIX_COUNT; ++i)
     if (!strcmp(chorus_bench_mixes[i].name, name)) return &chorus_bench_mixes[i];
   return NULL;
+}
+
+/* Writes " NAME (N tensors)" for every mix (for usage and error messages). */
+static inline void chorus_bench_print_mixes(FILE* out) {
+  size_t i;
+  for (i = 0; i < CHORUS_BENCH_MIX_COUNT; ++i)
+    fprintf(out, " %s (%zu tensors)", chorus_bench_mixes[i].name, chorus_bench_mixes[i].count);
 }
 
 #endif /* CHORUS_BENCH_FUSION_MIXES_H */

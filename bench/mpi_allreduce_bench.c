@@ -133,7 +133,6 @@ static void* alloc_touched(size_t bytes) {
 enum { FUSION_PER_TENSOR = 1, FUSION_SINGLE_BUFFER = 2 };
 
 static void fusion_usage(void) {
-  size_t k;
   fprintf(stderr,
           "usage: mpi_allreduce_bench fusion [-N TENSORS] [-b BYTES_EACH] | [--mix NAME]\n"
           "         [-m|--modes per_tensor,single_buffer] [-w WARMUP] [-n ITERS] "
@@ -142,8 +141,7 @@ static void fusion_usage(void) {
           "       defaults: -N 1000 -b 4K -m per_tensor,single_buffer -w 5 -n 20 "
           "--iter-bytes 1G -c 1\n"
           "       mixes:");
-  for (k = 0; k < CHORUS_BENCH_MIX_COUNT; ++k)
-    fprintf(stderr, " %s (%zu tensors)", chorus_bench_mixes[k].name, chorus_bench_mixes[k].count);
+  chorus_bench_print_mixes(stderr);
   fprintf(stderr, "\n");
 }
 
