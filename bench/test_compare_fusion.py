@@ -55,7 +55,8 @@ each = int(args[args.index("-b") + 1]) if "-b" in args else None
 for mode, us in steps.items():
     print(json.dumps({"impl": "chorus", "mode": mode, "tensors": tensors,
                       "bytes": tensors * (each or 4), "bytes_each": each, "mix": None,
-                      "np": 2, "step_us": us, "wrong": 0, "argv": args}))
+                      "np": 2, "step_us": us, "mean_us": us * 1.5 + n, "wrong": 0,
+                      "argv": args}))
 print(json.dumps({"summary": True, "impl": "chorus", "wrong": 0}))
 '''
 
@@ -99,6 +100,7 @@ def main():
                "the fused / per_tensor ratio of the medians (110 / 400)")
         expect("fused / single_buffer: 1.38 (Chorus's single_buffer)" in proc.stdout,
                "the fused / single_buffer ratio of the medians (110 / 80)")
+        expect("## mean step time in us" in proc.stdout, "a table of the mean step times")
         try:
             report = json.load(open(out_json))
         except (OSError, ValueError) as e:
@@ -109,6 +111,15 @@ def main():
             expect(med.get("chorus") == {"fused": 110.0, "per_tensor": 400.0,
                                          "single_buffer": 80.0},
                    "chorus medians over the three runs (got %s)" % med.get("chorus"))
+            # mean_us = 1.5 step_us + run: fused 151, 182, 168; the others + 1..3.
+            mean = report["results"]["2"].get("means", {})
+            expect(mean.get("chorus") == {"fused": 168.0, "per_tensor": 602.0,
+                                          "single_buffer": 122.0},
+                   "chorus means: medians over the three runs (got %s)" % mean.get("chorus"))
+            ompi_mean = {k: v for k, v in mean.get("ompi", {}).items() if v is not None}
+            expect(set(ompi_mean) == {"per_tensor", "single_buffer"} and
+                   all(isinstance(v, float) and v > 0 for v in ompi_mean.values()),
+                   "ompi means for per_tensor and single_buffer (got %s)" % ompi_mean)
             ompi = {k: v for k, v in med.get("ompi", {}).items() if v is not None}
             expect(set(ompi) == {"per_tensor", "single_buffer"} and
                    all(isinstance(v, float) and v > 0 for v in ompi.values()),
