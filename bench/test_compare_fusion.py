@@ -8,9 +8,9 @@ step times, so the table's medians and fused ratios can be asserted:
   -> medians 110, 400, 80; fused / per_tensor 0.28, fused / single_buffer 1.38
 
 It also checks what compare.py passes to chorus-bench (fusion, -t tcp, the
-tensors, --json), and that a chorus-bench without a fusion mode (one that
-rejects the word, as today's does) leaves an Open MPI-only table with a
-note, exit status 0. Never asserts Open MPI's timings.
+tensors, --json), and that a chorus-bench without a fusion mode (one older
+than that mode rejects the word) leaves an Open MPI-only table with a note,
+exit status 0. Never asserts Open MPI's timings.
 
   test_compare_fusion.py COMPARE_PY MPI_ALLREDUCE_BENCH
 
