@@ -14,6 +14,7 @@
 
 #include "bench_common.h"
 #include "matmul_kernel.h"
+#include "mpi_bench.h"
 #include "overlap_ceiling.h"
 
 typedef struct {
