@@ -13,7 +13,8 @@
 // bandwidth at every size while the other ranks wait at a barrier; the
 // limit(GB/s) and %limit columns show it and busbw as a fraction of it
 // (--no-limit skips this). See docs/benchmarks.md. The data and reference
-// checks live in bench_check.cpp, the memcpy measurement in memcpy_limit.cpp.
+// checks live in bench_check.cpp, the memcpy measurement in memcpy_limit.cpp,
+// the options and the printed rows in sweep_io.cpp.
 #include <chorus.h>
 
 #include <CLI/CLI.hpp>
