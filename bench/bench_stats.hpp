@@ -1,5 +1,6 @@
-// Figures shared by chorus-bench's subcommands: a median, and the largest of
-// one value over the ranks (a step is as slow as its slowest rank).
+// Figures shared by chorus-bench's subcommands: a median, the largest of one
+// value over the ranks (a step is as slow as its slowest rank), and a rank's
+// median, mean and fastest time each so reduced.
 #pragma once
 
 #include <chorus.h>

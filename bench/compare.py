@@ -39,9 +39,9 @@ Chorus falls back to -t tcp with a message saying so, or, with
   ompi-tuned  the same with the GLIBC_TUNABLES above
 
 on the same tensors (--tensors N --bytes-each B, or --mix resnet50), and
-prints the median step time per mode and configuration and the ratios of
-Chorus's fused step to per_tensor and single_buffer (Chorus's own and the
-better Open MPI's). When chorus-bench has no fusion mode (or is not built),
+prints the median step time per mode and configuration (then the same of
+the runs' mean step times) and the ratios of Chorus's fused step to
+per_tensor and single_buffer (Chorus's own and the better Open MPI's). When chorus-bench has no fusion mode (or is not built),
 a one-step probe says so and only Open MPI runs.
 
   bench/compare.py --fusion --np 2 --mix resnet50 --runs 3

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The data chorus-bench checks with (bench/chorus_bench.cpp, Pattern): the
+/* The data chorus-bench checks with (bench/bench_check.hpp, Pattern): the
  * value rank r holds at global element g, and what reducing every rank's
  * gives, both exact in the checked dtype for `period` as chorus-bench sets it. */
 typedef struct {

@@ -43,11 +43,11 @@ def launch(side, np_):
     """The command that starts the side's bench on np_ ranks, up to "fusion"."""
     if side["impl"] == "ompi":
         return ["mpirun"] + MPIRUN_ARGS + ["-np", str(np_), side["bench"], "fusion"]
-    return [side["chorusrun"], "-np", str(np_), "--timeout", "200", side["bench"], "fusion",
+    return [side["chorusrun"], "-np", str(np_), "--timeout", "60", side["bench"], "fusion",
             "-t", side["transport"]]
 
 
-def run(side, np_, args, timeout=240):
+def run(side, np_, args, timeout=70):
     cmd = launch(side, np_) + args
     print("+ " + " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

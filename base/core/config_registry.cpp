@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
