@@ -1,74 +1,26 @@
-// The UCX transport between thread ranks of one process, through a real store
-// (and, for peer death, with a rank in a child process). Registered twice:
-// with the default UCX settings (shared memory) and with UCX_TLS=tcp.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// The UCX transport between thread ranks of one process, through a real store:
+// its TLS lists, headers, messages, mismatches, aborts and shared memory.
+// Registered twice: with the default UCX settings (shared memory) and with
+// UCX_TLS=tcp. Peers in other processes and lost endpoints:
+// test_ucx_peers.cpp.
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "base/bootstrap/tcp_store.hpp"
 #include "base/core/error.hpp"
-#include "tests/common/thread_world.hpp"
 #include "tests/common/transport_test.hpp"
+#include "tests/ucx/ucx_world.hpp"
 #include "transports/ucx/ucx_tls.hpp"
 #include "transports/ucx/ucx_transport.hpp"
-
-extern char** environ;
 
 using namespace chorus;
 using namespace chorus::ucx;
 using namespace chorus::test;
 
 namespace {
-
-const std::string kToken = "test-token";
-
-UcxOptions options_for(int rank, int size, const std::string& prefix) {
-  UcxOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.token = kToken;
-  o.key_prefix = prefix;
-  o.connect_timeout_s = 20;
-  o.close_timeout_s = 10;
-  return o;
-}
-
-using World = std::vector<std::unique_ptr<UcxTransport>>;
-
-// Builds `size` connected transports on threads (set-up is collective).
-World make_world(TcpStoreServer& server, int size, const std::string& prefix,
-                 const std::function<void(UcxOptions&)>& tweak = {}) {
-  return make_thread_world<UcxTransport, UcxOptions>(server, size, kToken, [&](int rank) {
-    UcxOptions o = options_for(rank, size, prefix);
-    if (tweak) tweak(o);
-    return o;
-  });
-}
-
-// Closing is collective (every rank waits for its peers' goodbyes).
-void close_world(World& world) {
-  std::vector<std::thread> threads;
-  for (auto& t : world) threads.emplace_back([&t] { t.reset(); });
-  for (auto& t : threads) t.join();
-}
-
-// Returns once a message from `peer` with `tag` has arrived at `t` without a
-// receive to take it (bounded: fails the test after 10 s).
-void wait_for_arrival(UcxTransport& t, int peer, uint32_t tag) {
-  auto deadline = Deadline::after(std::chrono::seconds(10));
-  while (!t.has_unmatched_arrival(peer, tag)) {
-    REQUIRE_FALSE(deadline.expired());
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 bool names_shm(const std::string& endpoint_info) {
   for (const char* tl : {"posix/", "sysv/", "xpmem/", "cma/", "knem/"})
@@ -386,164 +338,6 @@ TEST_CASE("ucx: shared memory is used only where allowed") {
       CHECK(info.find("tcp/") != std::string::npos);
       CHECK(lanes_not_over(info, "tcp/") == 0);
     }
-    close_world(world);
-  }
-}
-
-namespace {
-
-// Starts the ucx_peer helper (built next to this test) as rank 1 of a
-// two-rank world under `prefix`, with `extra` arguments; its pid.
-pid_t spawn_peer(const TcpStoreServer& server, const std::string& prefix,
-                 const std::vector<std::string>& extra = {}) {
-  const std::string exe =
-      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ucx_peer").string();
-  REQUIRE(std::filesystem::exists(exe));
-  std::vector<std::string> args = {exe, server.address(), kToken, prefix, "1", "2"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t child = -1;
-  REQUIRE(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv.data(), environ) == 0);
-  return child;
-}
-
-// Rank 0 of that world, in this process; kills the child if set-up fails.
-std::unique_ptr<UcxTransport> join_peer(TcpStoreClient& store, const std::string& prefix,
-                                        pid_t child) {
-  try {
-    return std::make_unique<UcxTransport>(store, options_for(0, 2, prefix));
-  } catch (...) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    throw;
-  }
-}
-
-}  // namespace
-
-TEST_CASE("ucx: a peer process killed with SIGKILL is a peer failure naming it") {
-  TcpStoreServer server(kToken);
-  const pid_t child = spawn_peer(server, "kill/");
-  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(20)));
-  auto rank0 = join_peer(store, "kill/", child);
-  std::vector<std::byte> got(16);
-  auto recv = rank0->irecv(1, 1, sig_of(1, 4), got);
-  store.get("kill/ready/1", Deadline::after(std::chrono::seconds(20)));
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  std::string message;
-  CHECK(error_code(*rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
-  CHECK_THAT(message, Catch::Contains("rank 1 failed"));
-  INFO(message);
-  CHECK_THROWS_AS(rank0->check_failed(), IoError);
-  rank0.reset();
-}
-
-TEST_CASE("ucx: a rank that dies spares the calls in progress here: what it sent is taken") {
-  // Rank 1 sends its part of call #3 and is killed while rank 0 is still in
-  // #3: rank 0 takes that part, and fails at once what #3 still wants from
-  // rank 1 that never came, and every later call.
-  TcpStoreServer server(kToken);
-  const uint32_t tag = (5u << Spared::kSpaceShift) | 1, other_tag = tag + 1;
-  const pid_t child = spawn_peer(server, "died/", {std::to_string(tag)});
-  TcpStoreClient store(server.address(), kToken, Deadline::after(std::chrono::seconds(20)));
-  auto rank0 = join_peer(store, "died/", child);
-  rank0->board().slot(tag).enter(sig_of(3, 16));
-  std::vector<std::byte> never(16);
-  auto posted = rank0->irecv(1, other_tag, sig_of(3, 16), never);  // rank 1 never sends it
-  store.get("died/ready/1", Deadline::after(std::chrono::seconds(20)));
-  wait_for_arrival(*rank0, 1, tag);  // what this test is about: its part is here
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  std::vector<std::byte> part(16);  // what ucx_peer sends
-  for (std::size_t i = 0; i < part.size(); ++i) part[i] = static_cast<std::byte>(i * 7 + 3);
-  check_death_spared_call(*rank0, posted, tag, part);
-  rank0->board().slot(tag).leave(sig_of(3, 16), false);
-  rank0.reset();
-}
-
-// What `rank` hands to its control channel, polling it for up to 10 s.
-std::vector<std::pair<int, std::string>> wait_for_lost_connections(UcxTransport& rank) {
-  std::vector<std::pair<int, std::string>> lost;
-  const auto deadline = Deadline::after(std::chrono::seconds(10));
-  while (lost.empty() && !deadline.expired()) {
-    rank.poll();
-    lost = rank.take_lost_connections();
-  }
-  return lost;
-}
-
-// Under a control channel (RoutedTransport), a failed endpoint is not a
-// death: the peer may be alive behind a connection the network dropped. UCX
-// hands the peer to the control channel and keeps its requests pending until
-// the verdict comes back (as a failure, Transport::fail); without a control
-// channel the same error is a death, as before.
-TEST_CASE("ucx: a failed endpoint is handed to the control channel, not taken for dead") {
-  TcpStoreServer server(kToken);
-  const uint32_t tag = (3u << Spared::kSpaceShift) | 1;
-  std::vector<std::byte> got(16), part(16, std::byte{5});
-  SECTION("under a control channel") {
-    auto world = make_world(server, 2, "lost-ep/", [](UcxOptions& o) {
-      o.control_settles_lost_peers = true;
-      o.close_timeout_s = 2;
-    });
-    auto& rank0 = *world[0];
-    auto recv = rank0.irecv(1, tag, sig_of(4, 16), got);
-    rank0.simulate_endpoint_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
-    const auto lost = wait_for_lost_connections(rank0);
-    REQUIRE(lost.size() == 1);
-    CHECK(lost[0].first == 1);
-    CHECK_THAT(lost[0].second,
-               Catch::Contains("Endpoint timeout") && Catch::Contains("from rank 0 to rank 1"));
-    CHECK(rank0.take_lost_connections().empty());  // handed over once
-    // Nothing decided here: not gone, its receive and a new send wait.
-    CHECK_NOTHROW(rank0.check_peer(1, tag, sig_of(4, 16)));
-    auto send = rank0.isend(1, tag, sig_of(4, 16), part);
-    for (int i = 0; i < 100; ++i) rank0.poll();
-    CHECK_FALSE(recv->done());
-    CHECK_FALSE(send->done());
-    // The control channel's verdict (RoutedTransport passes its failure on).
-    rank0.fail(CHORUS_ERR_PEER_FAILURE, "the connection between rank 0 and rank 1 ended (test)",
-               Spared{{{3, 3}}});
-    std::string message;
-    CHECK(error_code(rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
-    CHECK_THAT(message, Catch::Contains("between rank 0 and rank 1"));
-    CHECK(error_code(rank0, send) == CHORUS_ERR_PEER_FAILURE);
-    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
-    close_world(world);
-  }
-  SECTION("a send that UCX ends with the endpoint's error before it reports the endpoint") {
-    auto world = make_world(server, 2, "lost-send/", [](UcxOptions& o) {
-      o.control_settles_lost_peers = true;
-      o.close_timeout_s = 2;
-    });
-    auto& rank0 = *world[0];
-    rank0.simulate_send_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
-    auto send = rank0.isend(1, tag, sig_of(4, 16), part);
-    const auto lost = wait_for_lost_connections(rank0);
-    REQUIRE(lost.size() == 1);
-    CHECK(lost[0].first == 1);
-    CHECK_THAT(lost[0].second, Catch::Contains("Endpoint timeout") &&
-                                   Catch::Contains("on a send between rank 0 and rank 1"));
-    CHECK_FALSE(send->done());  // not failed on a guess: it waits for the verdict
-    rank0.fail(CHORUS_ERR_PEER_FAILURE, "the connection between rank 0 and rank 1 ended (test)",
-               Spared{{{3, 3}}});
-    CHECK(error_code(rank0, send) == CHORUS_ERR_PEER_FAILURE);
-    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
-    close_world(world);
-  }
-  SECTION("alone: a death") {
-    auto world = make_world(server, 2, "dead-ep/", [](UcxOptions& o) { o.close_timeout_s = 2; });
-    auto& rank0 = *world[0];
-    auto recv = rank0.irecv(1, tag, sig_of(4, 16), got);
-    rank0.simulate_endpoint_error(1, UCS_ERR_ENDPOINT_TIMEOUT);
-    std::string message;
-    CHECK(error_code(rank0, recv, &message) == CHORUS_ERR_PEER_FAILURE);
-    CHECK_THAT(message, Catch::Contains("rank 1 failed") && Catch::Contains("Endpoint timeout"));
-    CHECK(rank0.take_lost_connections().empty());
-    world[1]->fail(CHORUS_ERR_PEER_FAILURE, "the other end (test)", Spared{});
     close_world(world);
   }
 }
