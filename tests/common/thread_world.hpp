@@ -32,4 +32,32 @@ std::vector<std::unique_ptr<Transport>> make_thread_world(
   return world;
 }
 
+// What a test world's rank `rank` of `size` is built with under the store
+// keys `prefix`: the job's token, 20 s to connect and 10 s to close.
+template <typename Options>
+Options thread_world_options(int rank, int size, const std::string& token,
+                             const std::string& prefix) {
+  Options o;
+  o.rank = rank;
+  o.size = size;
+  o.token = token;
+  o.key_prefix = prefix;
+  o.connect_timeout_s = 20;
+  o.close_timeout_s = 10;
+  return o;
+}
+
+// make_thread_world with those options, each first passed to `adjust` when
+// one is given.
+template <typename Transport, typename Options>
+std::vector<std::unique_ptr<Transport>> make_thread_world(
+    TcpStoreServer& server, int size, const std::string& token, const std::string& prefix,
+    const std::function<void(Options&)>& adjust) {
+  return make_thread_world<Transport, Options>(server, size, token, [&](int rank) {
+    Options o = thread_world_options<Options>(rank, size, token, prefix);
+    if (adjust) adjust(o);
+    return o;
+  });
+}
+
 }  // namespace chorus::test

@@ -22,25 +22,14 @@ using namespace chorus::tcp;
 inline const std::string kToken = "test-token";
 
 inline TcpOptions options_for(int rank, int size, const std::string& prefix) {
-  TcpOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.token = kToken;
-  o.key_prefix = prefix;
-  o.connect_timeout_s = 20;
-  o.close_timeout_s = 10;
-  return o;
+  return thread_world_options<TcpOptions>(rank, size, kToken, prefix);
 }
 
 // Builds `size` connected transports on threads (set-up is collective).
 inline std::vector<std::unique_ptr<TcpTransport>> make_world(
     TcpStoreServer& server, int size, const std::string& prefix,
     const std::function<void(TcpOptions&)>& adjust = {}) {
-  return make_thread_world<TcpTransport, TcpOptions>(server, size, kToken, [&](int rank) {
-    TcpOptions options = options_for(rank, size, prefix);
-    if (adjust) adjust(options);
-    return options;
-  });
+  return make_thread_world<TcpTransport, TcpOptions>(server, size, kToken, prefix, adjust);
 }
 
 // Closing is collective (every rank waits for its peers' goodbyes), as it is

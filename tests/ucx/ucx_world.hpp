@@ -22,14 +22,7 @@ using namespace chorus::ucx;
 inline const std::string kToken = "test-token";
 
 inline UcxOptions options_for(int rank, int size, const std::string& prefix) {
-  UcxOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.token = kToken;
-  o.key_prefix = prefix;
-  o.connect_timeout_s = 20;
-  o.close_timeout_s = 10;
-  return o;
+  return thread_world_options<UcxOptions>(rank, size, kToken, prefix);
 }
 
 using World = std::vector<std::unique_ptr<UcxTransport>>;
@@ -37,11 +30,7 @@ using World = std::vector<std::unique_ptr<UcxTransport>>;
 // Builds `size` connected transports on threads (set-up is collective).
 inline World make_world(TcpStoreServer& server, int size, const std::string& prefix,
                         const std::function<void(UcxOptions&)>& tweak = {}) {
-  return make_thread_world<UcxTransport, UcxOptions>(server, size, kToken, [&](int rank) {
-    UcxOptions o = options_for(rank, size, prefix);
-    if (tweak) tweak(o);
-    return o;
-  });
+  return make_thread_world<UcxTransport, UcxOptions>(server, size, kToken, prefix, tweak);
 }
 
 // Closing is collective (every rank waits for its peers' goodbyes).
