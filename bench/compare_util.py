@@ -1,5 +1,5 @@
 """Helpers shared by bench/compare.py, compare_fusion.py and compare_hosts.py:
-sizes, formatting, running one benchmark invocation, medians, load lines and
+sizes, formatting, reading and running one benchmark invocation, medians, load lines and
 the exit status. Standard library only.
 """
 import json
@@ -47,6 +47,26 @@ def fmt_us(t):
     return "%.2f" % t if t < 10 else "%.1f" % t
 
 
+def json_rows(text):
+    """The JSON objects of a benchmark's output, one per line starting with
+    "{" (other lines, and lines that do not parse, are skipped): (rows,
+    summary), summary the last object with "summary" true, or None."""
+    rows, summary = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("summary"):
+            summary = obj
+        else:
+            rows.append(obj)
+    return rows, summary
+
+
 def run_one(cmd, timeout, verbose, env=None, require_summary=True):
     """Runs cmd in its own process group; returns (rows, summary, error).
     require_summary=False: a run that exits 0 or 1 with rows but no summary
@@ -71,19 +91,7 @@ def run_one(cmd, timeout, verbose, env=None, require_summary=True):
             pass
         out, err = proc.communicate()
         return None, None, "timed out after %ds" % timeout
-    rows, summary = [], None
-    for line in out.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if obj.get("summary"):
-            summary = obj
-        else:
-            rows.append(obj)
+    rows, summary = json_rows(out)
     if verbose:
         print("  (%.1fs, exit %d)" % (time.monotonic() - start, proc.returncode), file=sys.stderr,
               flush=True)

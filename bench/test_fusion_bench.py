@@ -18,10 +18,11 @@ the known mixes. Never asserts timings.
 
 Exit 77 (meson's skip) for the Open MPI side when mpirun is not on PATH.
 """
-import json
 import shutil
 import subprocess
 import sys
+
+from compare_util import json_rows
 
 MPIRUN_ARGS = ["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "tcp,self",
                "--mca", "btl_tcp_if_include", "lo", "--mca", "pml", "ob1"]
@@ -52,14 +53,7 @@ def run(side, np_, args, timeout=70):
     print("+ " + " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     sys.stdout.write(proc.stdout)
-    rows, summary = [], None
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            obj = json.loads(line)
-            if obj.get("summary"):
-                summary = obj
-            else:
-                rows.append(obj)
+    rows, summary = json_rows(proc.stdout)
     return proc, rows, summary
 
 

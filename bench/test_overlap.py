@@ -10,10 +10,11 @@ figure derived from them, and a summary row. Never asserts a time.
 
   test_overlap.py CHORUSRUN CHORUS_BENCH [MPI_ALLREDUCE_BENCH]
 """
-import json
 import shutil
 import subprocess
 import sys
+
+from compare_util import json_rows
 
 FIELDS = ("impl", "benchmark", "kind", "np", "size", "products", "comm_us", "compute_us", "step_us",
           "serial_us", "ideal_us", "overlap", "compute_stretch", "comm_cpu_us", "compute_cpu_us",
@@ -36,14 +37,7 @@ def check(cmd, impl, kind):
     sys.stdout.write(proc.stdout)
     expect(proc.returncode == 0, "%s: exit 0 (got %d: %s)" % (impl, proc.returncode,
                                                              proc.stderr[-800:]))
-    rows, summary = [], None
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            obj = json.loads(line)
-            if obj.get("summary"):
-                summary = obj
-            else:
-                rows.append(obj)
+    rows, summary = json_rows(proc.stdout)
     expect([r.get("size") for r in rows] == [65536, 262144],
            "%s: rows at 64K and 256K (got %s)" % (impl, [r.get("size") for r in rows]))
     expect(summary is not None and summary.get("wrong") == 0, "%s: a summary, nothing wrong"
