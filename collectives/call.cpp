@@ -8,6 +8,7 @@
 
 #include "base/core/error.hpp"
 #include "collectives/common/validate.hpp"
+#include "collectives/scattered.hpp"
 
 namespace chorus {
 namespace {
@@ -80,6 +81,8 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
           "is {}",
           what, dtype_name(*c.wire), dtype_name(c.dtype)));
   }
+  if (c.scattered && c.kind != CollectiveKind::allreduce)
+    throw InvariantError(fmt::format("{}: buffers in parts are for allreduce only", what));
   if (c.rooted() && (c.root < 0 || c.root >= size))
     throw UsageError(fmt::format("{}: root {} is not a rank of {}", what, c.root, size));
 
@@ -109,7 +112,11 @@ CallShape validate(const CollectiveCall& c, int rank, int size) {
 
   switch (c.kind) {
     case CollectiveKind::allreduce:
-      validate_allreduce_buffers(send, recv, c.count, e, what);
+      if (!c.scattered)
+        validate_allreduce_buffers(send, recv, c.count, e, what);
+      else if (c.scattered->bytes() != block)
+        throw InvariantError(fmt::format("{}: {} elements of {} bytes in parts of {} bytes", what,
+                                         c.count, e, c.scattered->bytes()));
       break;
     case CollectiveKind::broadcast:
       require(c.recv, block, "buf", what);

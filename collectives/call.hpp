@@ -31,6 +31,8 @@
 
 namespace chorus {
 
+class ScatteredBuffers;  // collectives/scattered.hpp
+
 // Where a buffer lives. Only host memory is supported today; the field is the
 // room that device buffers (and their stream) will use.
 enum class MemoryKind : uint8_t { host = 0, device = 1 };
@@ -50,6 +52,10 @@ struct CollectiveCall {
   // nullopt: CHORUS_WIRE_DTYPE. Other calls: nullopt or f32 (validate()
   // refuses bf16/f16). collectives/allreduce/wire.hpp.
   std::optional<DataType> wire;
+  // Allreduce only: the input and output lie in these parts (send and recv
+  // are unused); their bytes are count elements. Runs blocking only
+  // (Communicator::run), since the parts are borrowed for the call.
+  const ScatteredBuffers* scattered = nullptr;
 
   bool rooted() const {
     return kind == CollectiveKind::broadcast || kind == CollectiveKind::reduce ||

@@ -55,6 +55,10 @@ struct AlgorithmSpec {
   // form converts each piece whole around run().
   void (*run_wire)(CollectiveContext& ctx, const CollectiveCall& call,
                    const WirePlan& plan) = nullptr;
+  // Allreduce: run() takes a call whose buffers lie in parts
+  // (CollectiveCall::scattered, collectives/scattered.hpp) and reads and
+  // writes them where they lie; false: such a call is packed around run().
+  bool takes_parts = false;
 };
 
 // Every algorithm, in registry order.

@@ -10,65 +10,100 @@
 #include <span>
 #include <vector>
 
+#include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/shm_pipeline.hpp"
 
 namespace chorus {
 namespace {
+
+// The call's input and output: one buffer each, or parts.
+struct CallBuffers {
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  const ScatteredBuffers* parts = nullptr;
+
+  bool in_place() const { return parts ? parts->in_place() : in == out; }
+  // fn(in, out, bytes) for each stretch of bytes [start, start + bytes) that
+  // lies in one buffer.
+  template <typename Fn>
+  void for_each(std::size_t start, std::size_t bytes, Fn&& fn) const {
+    if (!parts) {
+      if (bytes) fn(in + start, out + start, bytes);
+      return;
+    }
+    parts->for_each(start, bytes, fn);
+  }
+  // Bytes [start, start + bytes) when one buffer holds them all (else nulls).
+  ScatteredBuffers::Part within(std::size_t start, std::size_t bytes) const {
+    if (!parts) return {in + start, out + start, bytes};
+    return parts->within(start, bytes);
+  }
+};
 
 // Rank j reduces piece j of every round across all ranks' inputs; then every
 // rank (allreduce, root < 0) or the root alone (reduce) copies the reduced
 // pieces out.
 class AllreducePlan final : public ShmPlan {
  public:
-  AllreducePlan(const std::byte* in, std::byte* out, std::size_t total, int ranks, int me,
-                std::size_t piece, int root)
-      : in_(in), out_(out), total_(total), ranks_(ranks), me_(me), piece_(piece), root_(root) {}
+  AllreducePlan(const CallBuffers& buffers, std::size_t total, int ranks, int me, std::size_t piece,
+                int root)
+      : buffers_(buffers), total_(total), ranks_(ranks), me_(me), piece_(piece), root_(root) {}
 
   std::size_t output_bytes() const override { return receives() ? total_ : 0; }
-  bool output_is_input() const override { return in_ == out_; }
+  bool output_is_input() const override { return buffers_.in_place(); }
   uint64_t rounds() const override { return (total_ + block() - 1) / block(); }
-  // Every piece but its own: it reduces that one straight from its input.
+  // Every piece but its own, which it reduces straight from its input.
   void stage(uint64_t b, std::vector<ShmStage>& out) const override {
     for (int j = 0; j < ranks_; ++j) {
+      if (j == me_) continue;
       auto [start, bytes] = piece_of(b, j);
-      if (j != me_ && bytes)
-        out.push_back({in_ + start, static_cast<std::size_t>(j) * piece_, bytes});
+      std::size_t offset = slot_offset(j);
+      buffers_.for_each(start, bytes, [&](const std::byte* in, std::byte*, std::size_t n) {
+        out.push_back({in, offset, n});
+        offset += n;
+      });
     }
   }
   bool reduces() const override { return true; }
   bool gathers_reduced() const override { return true; }
-  ShmReduce reduce(uint64_t b) const override {
+  void reduce(uint64_t b, std::vector<ShmReduce>& out) const override {
     auto [start, bytes] = piece_of(b, me_);
-    return {static_cast<std::size_t>(me_) * piece_, receives() ? out_ + start : nullptr, bytes,
-            in_ + start};
+    std::size_t offset = slot_offset(me_);
+    buffers_.for_each(start, bytes, [&](const std::byte* in, std::byte* dst, std::size_t n) {
+      out.push_back({offset, receives() ? dst : nullptr, n, in});
+      offset += n;
+    });
   }
   void gather(uint64_t b, std::vector<ShmGather>& out) const override {
     if (!receives()) return;
     for (int j = 0; j < ranks_; ++j) {
       if (j == me_) continue;
       auto [start, bytes] = piece_of(b, j);
-      if (bytes) out.push_back({j, static_cast<std::size_t>(j) * piece_, out_ + start, bytes});
+      std::size_t offset = slot_offset(j);
+      buffers_.for_each(start, bytes, [&](const std::byte*, std::byte* dst, std::size_t n) {
+        out.push_back({j, offset, dst, n});
+        offset += n;
+      });
     }
   }
 
  private:
   bool receives() const { return root_ < 0 || me_ == root_; }
   std::size_t block() const { return piece_ * static_cast<std::size_t>(ranks_); }
+  std::size_t slot_offset(int j) const { return static_cast<std::size_t>(j) * piece_; }
   // Where rank j's piece of round b lies in the buffer, and its length.
   std::pair<std::size_t, std::size_t> piece_of(uint64_t b, int j) const {
-    std::size_t start = b * block() + static_cast<std::size_t>(j) * piece_;
+    std::size_t start = b * block() + slot_offset(j);
     return {start, start < total_ ? std::min(piece_, total_ - start) : 0};
   }
-
-  const std::byte* in_;
-  std::byte* out_;
+  CallBuffers buffers_;
   std::size_t total_;
   int ranks_, me_;
   std::size_t piece_;
   int root_;
 };
 
-void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out, std::size_t count,
+void small_allreduce(CollectiveContext& ctx, const CallBuffers& buffers, std::size_t count,
                      DataType dtype, ReduceOp op) {
   shm::Domain& domain = *ctx.shm;
   const std::size_t bytes = count * dtype_size(dtype);
@@ -77,7 +112,11 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   // own check is the signature digest in each rank's mail header.
   domain.announce(ctx.sig);
   const uint64_t call = domain.take_mail_call();
-  std::memcpy(domain.small_buffer(domain.rank(), call), in, bytes);
+  std::byte* mail = domain.small_buffer(domain.rank(), call);
+  buffers.for_each(0, bytes, [&](const std::byte* in, std::byte*, std::size_t n) {
+    std::memcpy(mail, in, n);
+    mail += n;
+  });
   const uint64_t digest = signature_digest(ctx.sig);
   domain.post_mail(call, digest);
   domain.wait_mail(call, ctx.sig, digest, spec);
@@ -90,28 +129,48 @@ void small_allreduce(CollectiveContext& ctx, const std::byte* in, std::byte* out
   std::span<const std::byte*> inputs =
       n > kStackInputs ? std::span(on_heap) : std::span(on_stack).first(n);
   for (std::size_t j = 0; j < n; ++j) inputs[j] = domain.small_buffer(static_cast<int>(j), call);
-  reduce_in_rank_order(out, inputs, count, dtype, op);
+  if (std::byte* out = buffers.within(0, bytes).recv) {
+    reduce_in_rank_order(out, inputs, count, dtype, op);
+    return;
+  }
+  std::byte* reduced = ctx.scratch.get(scratch_slot::shm_reduction, bytes).data();
+  reduce_in_rank_order(reduced, inputs, count, dtype, op);
+  buffers.for_each(0, bytes, [&](const std::byte*, std::byte* out, std::size_t part) {
+    std::memcpy(out, reduced, part);
+    reduced += part;
+  });
+}
+
+void allreduce(CollectiveContext& ctx, const CallBuffers& buffers, std::size_t count,
+               DataType dtype, ReduceOp op) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (bytes == 0) return;
+  if (ctx.shm->size() == 1) {
+    buffers.for_each(0, bytes, [](const std::byte* in, std::byte* out, std::size_t n) {
+      if (in != out) std::memcpy(out, in, n);
+    });
+    return;
+  }
+  if (bytes <= ctx.shm->layout().small_bytes) {
+    small_allreduce(ctx, buffers, count, dtype, op);
+    return;
+  }
+  AllreducePlan plan(buffers, bytes, ctx.shm->size(), ctx.shm->rank(),
+                     shm::call_piece_bytes(ctx.shm->layout(), bytes), -1);
+  run_shm_pipeline(ctx, plan, dtype, op);
 }
 
 }  // namespace
 
 void shm_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                    DataType dtype, ReduceOp op) {
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
-  const std::size_t bytes = count * dtype_size(dtype);
-  if (bytes == 0) return;
-  if (ctx.shm->size() == 1) {
-    if (in != out) std::memcpy(out, in, bytes);
-    return;
-  }
-  if (bytes <= ctx.shm->layout().small_bytes) {
-    small_allreduce(ctx, in, out, count, dtype, op);
-    return;
-  }
-  AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
-                     shm::call_piece_bytes(ctx.shm->layout(), bytes), -1);
-  run_shm_pipeline(ctx, plan, dtype, op);
+  allreduce(ctx, {static_cast<const std::byte*>(send), static_cast<std::byte*>(recv)}, count, dtype,
+            op);
+}
+
+void shm_allreduce_parts(CollectiveContext& ctx, const ScatteredBuffers& parts, std::size_t count,
+                         DataType dtype, ReduceOp op) {
+  allreduce(ctx, {nullptr, nullptr, &parts}, count, dtype, op);
 }
 
 void shm_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
@@ -123,7 +182,7 @@ void shm_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_
     if (bytes && in != out) std::memcpy(out, in, bytes);
     return;
   }
-  AllreducePlan plan(in, out, bytes, ctx.shm->size(), ctx.shm->rank(),
+  AllreducePlan plan({in, out}, bytes, ctx.shm->size(), ctx.shm->rank(),
                      shm::call_piece_bytes(ctx.shm->layout(), bytes), root);
   run_shm_pipeline(ctx, plan, dtype, op);
 }
@@ -139,8 +198,14 @@ extern const AlgorithmSpec shm_allreduce_spec{
     needs_shared_memory,
     shm_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
-      shm_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+      if (c.scattered)
+        shm_allreduce_parts(ctx, *c.scattered, c.count, c.dtype, c.op);
+      else
+        shm_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     },
-    /*one_verdict=*/true};
+    /*one_verdict=*/true,
+    /*commit_point=*/false,
+    /*run_wire=*/nullptr,
+    /*takes_parts=*/true};
 
 }  // namespace chorus

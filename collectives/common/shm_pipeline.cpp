@@ -59,9 +59,11 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
           : nullptr;
   std::vector<ShmStage> stages;
   std::vector<ShmGather> gathers;
+  std::vector<ShmReduce> reductions;
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
   stages.reserve(static_cast<std::size_t>(n));
   gathers.reserve(static_cast<std::size_t>(n));
+  reductions.reserve(1);
 
   // Waits for the round's slot to be free everywhere, stages, publishes.
   auto stage_round = [&](uint64_t b) {
@@ -88,8 +90,10 @@ void run_shm_pipeline(CollectiveContext& ctx, const ShmPlan& plan, DataType dtyp
     gathers.clear();
     plan.gather(b, gathers);
     if (plan.reduces()) {
-      ShmReduce r = plan.reduce(b);
-      if (r.bytes > 0) {
+      reductions.clear();
+      plan.reduce(b, reductions);
+      for (const ShmReduce& r : reductions) {
+        if (r.bytes == 0) continue;
         CHORUS_CHECK(r.offset + r.bytes <= slot_bytes && r.bytes % elem == 0 &&
                          r.bytes <= domain.layout().piece_bytes,
                      "reduce of {} bytes at {} in a {}-byte slot", r.bytes, r.offset, slot_bytes);

@@ -80,7 +80,9 @@ class ShmPlan {
   // True when ranks gather reduced pieces (allreduce): the reducer copies its
   // result back into its slot, and gathering waits for every reduction.
   virtual bool gathers_reduced() const { return false; }
-  virtual ShmReduce reduce(uint64_t /*round*/) const { return {}; }
+  // The stretches of its piece that it reduces: one, or one per buffer
+  // the piece spans (collectives/scattered.hpp).
+  virtual void reduce(uint64_t /*round*/, std::vector<ShmReduce>& /*out*/) const {}
   virtual void gather(uint64_t /*round*/, std::vector<ShmGather>& /*out*/) const {}
 };
 

@@ -32,9 +32,9 @@ class ReduceScatterPlan final : public ShmPlan {
               {in_ + block(k).offset + b * piece_, static_cast<std::size_t>(k) * piece_, bytes});
   }
   bool reduces() const override { return true; }
-  ShmReduce reduce(uint64_t b) const override {
-    return {static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(me_, b),
-            in_ + mine().offset + b * piece_};
+  void reduce(uint64_t b, std::vector<ShmReduce>& out) const override {
+    out.push_back({static_cast<std::size_t>(me_) * piece_, out_ + b * piece_, length(me_, b),
+                   in_ + mine().offset + b * piece_});
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "collectives/allreduce/wire.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/registry.hpp"
+#include "collectives/scattered.hpp"
 #include "collectives/shm/domain.hpp"
 #include "collectives/tuner/tuning_file.hpp"
 #include "collectives/verdict/agree.hpp"
@@ -365,6 +366,10 @@ void Communicator::set_algo_override(AlgoOverride user) {
 
 void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
   const CallShape shape = validate(call, rank(), size());
+  if (call.scattered) {
+    run_parts(call, shape, deadline);
+    return;
+  }
   if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
     WirePlan plan = plan_wire(call, *wire, size());
     const AlgorithmSpec& algo = choose(plan.inner, plan.shape, plan.sig);
@@ -382,8 +387,39 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
       verdict_for(call, shape, algo, sig));
 }
 
+// The call in parts runs as the same call in one buffer would: the same
+// algorithm and the same verdict plan on every rank, whichever form each
+// rank's buffers take. Parts are read where they lie when the algorithm
+// takes them and the plan keeps no result for survivors (a result kept is
+// one span); otherwise they are packed around the call.
+void Communicator::run_parts(const CollectiveCall& call, const CallShape& shape,
+                             const Deadline& deadline) {
+  const ScatteredBuffers& parts = *call.scattered;
+  if (!wire_dtype_of(call, config_.wire_dtype, size())) {
+    CallSignature sig = signature_of(call, size(), shape);
+    const AlgorithmSpec& algo = choose(call, shape, sig);
+    const VerdictPlan verdict = verdict_for(call, shape, algo, sig);
+    if (algo.takes_parts && !verdict.keep) {
+      run_blocking(
+          sig, deadline, segment_bytes_for(shape.bytes),
+          [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, verdict);
+      return;
+    }
+  }
+  std::byte* packed = packed_parts_.get(0, shape.bytes).data();
+  parts.pack(packed);
+  CollectiveCall whole = call;
+  whole.scattered = nullptr;
+  whole.send = whole.recv = packed;
+  run(whole, deadline);
+  parts.unpack(packed);
+}
+
 WorkPtr Communicator::submit(const CollectiveCall& call) {
   const CallShape shape = validate(call, rank(), size());
+  if (call.scattered)
+    throw InvariantError(fmt::format("{}: an allreduce in parts runs blocking only",
+                                     describe(signature_of(call, size(), shape))));
   if (auto wire = wire_dtype_of(call, config_.wire_dtype, size())) {
     auto plan = std::make_shared<WirePlan>(plan_wire(call, *wire, size()));
     const AlgorithmSpec* algo = &choose(plan->inner, plan->shape, plan->sig);

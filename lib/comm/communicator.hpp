@@ -129,7 +129,8 @@ class Communicator {
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
 
-  // The single checked entry points of every collective.
+  // The single checked entry points of every collective. An allreduce in
+  // parts (CollectiveCall::scattered) runs blocking only.
   void run(const CollectiveCall& call, const Deadline& deadline);
   WorkPtr submit(const CollectiveCall& call);
 
@@ -193,6 +194,8 @@ class Communicator {
   const AlgorithmSpec& choose(const CollectiveCall& call, const CallShape& shape,
                               CallSignature& sig);
   std::size_t segment_bytes_for(std::size_t bytes) const;
+  // run() of an allreduce in parts (CollectiveCall::scattered).
+  void run_parts(const CollectiveCall& call, const CallShape& shape, const Deadline& deadline);
   // Blocking calls run the body on the caller's thread once their turn has
   // come, with no Work object: nothing is allocated on the latency path.
   template <typename Body>
@@ -270,6 +273,9 @@ class Communicator {
   // The world's sub-teams when its ranks span hosts (world_.hierarchy).
   std::unique_ptr<TeamHierarchy> hierarchy_;
   ScratchPool scratch_;  // used only by the executing call (one at a time)
+  // An allreduce in parts that its algorithm cannot take, packed (run() on
+  // the caller's thread; one blocking call at a time on a communicator).
+  ScratchPool packed_parts_;
 
   // The last choice per collective: repeated calls of one shape (the common
   // case in training) skip selection. Key: bytes << 16 | dtype << 8 | op

@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 #include <algorithm>
-#include <cstring>
 
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
@@ -337,7 +336,7 @@ void Engine::run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes
                         Clock::time_point agreed) {
   const TensorShape& first = tensors.front()->shape;
   const std::size_t elem = dtype_size(first.dtype);
-  bool direct = tensors.size() == 1;
+  bool one_buffer = tensors.size() == 1;
   const bool timed = timeline_.enabled();
   if (timed)
     for (const auto& t : tensors) {
@@ -346,41 +345,31 @@ void Engine::run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes
       timeline_.span(track, "negotiate", t->submitted, agreed);
     }
   CollectiveCall call;
-  if (direct || adjacent(tensors, bytes)) {
-    direct = true;
+  if (one_buffer || adjacent(tensors, bytes)) {
+    one_buffer = true;
     call = allreduce_call(first, tensors.front()->send, tensors.front()->recv, bytes / elem);
   } else {
-    if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
-    call = allreduce_call(first, fusion_buffer_.data(), fusion_buffer_.data(), bytes / elem);
+    // The communicator reads and writes the tensors where they lie, or
+    // packs them when its algorithm cannot (collectives/scattered.hpp).
+    bucket_parts_.clear();
+    for (const auto& t : tensors) bucket_parts_.add(t->send, t->recv, t->shape.bytes());
+    call = allreduce_call(first, nullptr, nullptr, bytes / elem);
+    call.scattered = &bucket_parts_;
   }
   if (first.dtype == DataType::f32) call.wire = options_.wire;
   Clock::time_point copy_in, reduce, copy_out;
-  if (timed) copy_in = Clock::now();
-  if (!direct) {
-    std::size_t offset = 0;
-    for (const auto& t : tensors) {
-      const std::size_t n = t->shape.bytes();
-      if (n) std::memcpy(fusion_buffer_.data() + offset, t->send, n);
-      offset += n;
-    }
-  }
   std::string algorithm;
   if (timed) {
-    reduce = Clock::now();
+    copy_in = reduce = Clock::now();
     if (bytes > 0) algorithm = std::string(comm_->explain(call).spec->name);
   }
   if (bytes > 0) comm_->run(call, deadline());
   if (timed) copy_out = Clock::now();
-  if (!direct) {
-    std::size_t offset = 0;
-    for (const auto& t : tensors) {
-      const std::size_t n = t->shape.bytes();
-      if (n) std::memcpy(t->recv, fusion_buffer_.data() + offset, n);
-      offset += n;
-    }
-  }
   if (timed) {
     const auto end = Clock::now();
+    // The engine copies nothing itself: a bucket in parts is copied into
+    // and out of the collective's own staging inside the allreduce.
+    const char* copies = one_buffer ? "none" : "in the allreduce";
     timeline_.span(0, "allreduce", reduce, copy_out,
                    {{"algorithm", algorithm},
                     {"bytes", bytes},
@@ -389,10 +378,10 @@ void Engine::run_bucket(std::span<FusedTensor* const> tensors, std::size_t bytes
                     {"op", op_name(first.op)}});
     for (const auto& t : tensors) {
       const int track = timeline_.track(t->name());
-      timeline_.span(track, "copy_in", copy_in, reduce, {{"direct", direct}});
+      timeline_.span(track, "copy_in", copy_in, reduce, {{"copies", copies}});
       timeline_.span(track, "allreduce", reduce, copy_out,
                      {{"algorithm", algorithm}, {"bytes", bytes}, {"tensors", tensors.size()}});
-      timeline_.span(track, "copy_out", copy_out, end, {{"direct", direct}});
+      timeline_.span(track, "copy_out", copy_out, end, {{"copies", copies}});
     }
   }
   std::lock_guard lock(mu_);

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "base/core/completion.hpp"
+#include "collectives/scattered.hpp"
 #include "lib/comm/communicator.hpp"
 #include "lib/fusion/negotiation.hpp"
 #include "lib/fusion/timeline.hpp"
@@ -222,7 +223,7 @@ class Engine {
   Clock::time_point last_end_;          // when the last cycle ended
   KnownTable known_;
   std::vector<FusedPtr> pending_;  // submission order
-  std::vector<uint8_t> fusion_buffer_;
+  ScatteredBuffers bucket_parts_;  // a bucket's tensors that lie apart
   Clock::time_point last_stall_warning_{};
   Timeline timeline_;
   const bool timed_;  // the timeline is on (read by submitting threads too)
