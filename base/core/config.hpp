@@ -50,10 +50,12 @@ struct Config {
   // Fusion engine (lib/fusion/engine.hpp).
   double fusion_cycle_ms = 1;           // longest wait between negotiation cycles
   std::size_t fusion_bytes = 64 << 20;  // largest fused buffer
-  std::size_t fusion_alone = 64 << 10;  // tensors of this size or more are reduced alone
-  double fusion_stall_s = 60;           // warn about a tensor some ranks lack after this
-  int fusion_cache = 1024;              // known tensor names (fast-path negotiation)
-  std::string timeline;                 // Chrome trace of fused work: path prefix; "": none
+  // Tensors of this size or more are reduced alone; nullopt ("auto"): the
+  // engine chooses (lib/fusion/engine.hpp, kPackedAloneBytes).
+  std::optional<std::size_t> fusion_alone;
+  double fusion_stall_s = 60;  // warn about a tensor some ranks lack after this
+  int fusion_cache = 1024;     // known tensor names (fast-path negotiation)
+  std::string timeline;        // Chrome trace of fused work: path prefix; "": none
   // float32 allreduce: dtype on the wire (bf16 or f16); nullopt: not compressed
   std::optional<DataType> wire_dtype;
   // Mirrored strategy (lib/strategy/mirrored.hpp): compare every rank's

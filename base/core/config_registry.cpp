@@ -282,13 +282,22 @@ std::vector<ConfigVar> build_registry() {
   r.push_back(bytes_var("CHORUS_FUSION_BYTES", "64M",
                         "Fusion engine: largest fused buffer; larger tensors go alone.",
                         &Config::fusion_bytes));
-  r.push_back(bytes_var("CHORUS_FUSION_ALONE", "64K",
-                        "Fusion engine: tensors of this size or more are reduced alone, where "
-                        "they lie (measured on 2 cores: above about 64K the copies into and out "
-                        "of a fused buffer cost more than the calls they save), unless they lie "
-                        "right after the bucket's previous tensor on every rank (a run, reduced "
-                        "where it lies).",
-                        &Config::fusion_alone));
+  r.push_back({"CHORUS_FUSION_ALONE", "auto",
+               "Fusion engine: tensors of this size or more are reduced alone, where they lie, "
+               "unless they lie right after the bucket's previous tensor on every rank (a run, "
+               "reduced where it lies). auto: none where a bucket's allreduce reads its tensors "
+               "where they lie (one shared-memory domain), else 64K (measured on 2 cores: above "
+               "about 64K, copying tensors into and out of a fused buffer costs more than the "
+               "calls it saves).",
+               [](Config& c, std::string_view v) {
+                 if (v == "auto")
+                   c.fusion_alone.reset();
+                 else
+                   c.fusion_alone = parse_bytes(v);
+               },
+               [](const Config& c) {
+                 return c.fusion_alone ? format_bytes(*c.fusion_alone) : std::string("auto");
+               }});
   r.push_back(seconds_var("CHORUS_FUSION_STALL_S", "60",
                           "Fusion engine: warn about a tensor that some ranks submitted and "
                           "others did not after this long (it fails at CHORUS_TIMEOUT).",

@@ -392,19 +392,36 @@ void Communicator::run(const CollectiveCall& call, const Deadline& deadline) {
 // rank's buffers take. Parts are read where they lie when the algorithm
 // takes them and the plan keeps no result for survivors (a result kept is
 // one span); otherwise they are packed around the call.
+const AlgorithmSpec* Communicator::parts_reader(const CollectiveCall& call, const CallShape& shape,
+                                                CallSignature& sig, VerdictPlan& verdict) {
+  if (wire_dtype_of(call, config_.wire_dtype, size())) return nullptr;
+  sig = signature_of(call, size(), shape);
+  const AlgorithmSpec& algo = choose(call, shape, sig);
+  // (A kept result would be one span at call.recv, which a call in parts
+  // lacks: only whether one is kept matters here.)
+  verdict = verdict_for(call, shape, algo, sig);
+  return algo.takes_parts && !verdict.keep ? &algo : nullptr;
+}
+
+bool Communicator::reads_parts(const CollectiveCall& call) {
+  CallShape shape;
+  shape.elem = dtype_size(call.dtype);
+  shape.bytes = call.count * shape.elem;
+  CallSignature sig;
+  VerdictPlan verdict;
+  return parts_reader(call, shape, sig, verdict) != nullptr;
+}
+
 void Communicator::run_parts(const CollectiveCall& call, const CallShape& shape,
                              const Deadline& deadline) {
   const ScatteredBuffers& parts = *call.scattered;
-  if (!wire_dtype_of(call, config_.wire_dtype, size())) {
-    CallSignature sig = signature_of(call, size(), shape);
-    const AlgorithmSpec& algo = choose(call, shape, sig);
-    const VerdictPlan verdict = verdict_for(call, shape, algo, sig);
-    if (algo.takes_parts && !verdict.keep) {
-      run_blocking(
-          sig, deadline, segment_bytes_for(shape.bytes),
-          [&](CollectiveContext& ctx) { algo.run(ctx, call, shape); }, verdict);
-      return;
-    }
+  CallSignature sig;
+  VerdictPlan verdict;
+  if (const AlgorithmSpec* algo = parts_reader(call, shape, sig, verdict)) {
+    run_blocking(
+        sig, deadline, segment_bytes_for(shape.bytes),
+        [&](CollectiveContext& ctx) { algo->run(ctx, call, shape); }, verdict);
+    return;
   }
   std::byte* packed = packed_parts_.get(0, shape.bytes).data();
   parts.pack(packed);

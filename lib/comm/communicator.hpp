@@ -134,6 +134,11 @@ class Communicator {
   void run(const CollectiveCall& call, const Deadline& deadline);
   WorkPtr submit(const CollectiveCall& call);
 
+  // Whether run() of `call` in parts (its buffers are not looked at) reads
+  // and writes the parts where they lie, or packs them (collectives/
+  // scattered.hpp). The same on every rank.
+  bool reads_parts(const CollectiveCall& call);
+
   // What selection would choose for `call` here, with every candidate's
   // estimate or refusal (chorus-info, tests).
   Selection explain(const CollectiveCall& call) const;
@@ -196,6 +201,10 @@ class Communicator {
   std::size_t segment_bytes_for(std::size_t bytes) const;
   // run() of an allreduce in parts (CollectiveCall::scattered).
   void run_parts(const CollectiveCall& call, const CallShape& shape, const Deadline& deadline);
+  // The algorithm that runs `call` in parts where they lie (with its
+  // signature and verdict plan), or null where they are packed.
+  const AlgorithmSpec* parts_reader(const CollectiveCall& call, const CallShape& shape,
+                                    CallSignature& sig, VerdictPlan& verdict);
   // Blocking calls run the body on the caller's thread once their turn has
   // come, with no Work object: nothing is allocated on the latency path.
   template <typename Body>

@@ -36,6 +36,20 @@ bool adjacent(std::span<FusedTensor* const> tensors, std::size_t bytes) {
   return send == recv || recv + bytes <= send || send + bytes <= recv;
 }
 
+// Every rank comes to the same answer: the algorithm a size selects, and
+// whether it takes parts, are the same everywhere.
+std::size_t alone_bytes_for(const EngineOptions& options, Communicator& comm) {
+  if (options.alone_bytes) return *options.alone_bytes;
+  CollectiveCall largest = allreduce_call({options.fusion_bytes / 4, DataType::f32, ReduceOp::sum},
+                                          nullptr, nullptr, options.fusion_bytes / 4);
+  largest.wire = options.wire;
+  const bool in_place = comm.reads_parts(largest);
+  fusion_log().debug("rank {}: a bucket's tensors are {}: tensors of {} or more go alone",
+                     comm.rank(), in_place ? "reduced where they lie" : "packed",
+                     in_place ? "no size" : fmt::format("{} bytes", kPackedAloneBytes));
+  return in_place ? SIZE_MAX : kPackedAloneBytes;
+}
+
 }  // namespace
 
 std::size_t Engine::NameHash::operator()(std::string_view name) const noexcept {
@@ -185,6 +199,7 @@ void Engine::main() {
     std::lock_guard cycle_lock(cycle_mu_);
     try {
       comm_ = make_comm_(deadline());
+      alone_bytes_ = alone_bytes_for(options_, *comm_);
     } catch (...) {
       cycles_over_ = true;
       stop_with(std::current_exception());
@@ -299,7 +314,7 @@ bool Engine::cycle() {
 void Engine::execute(std::vector<FusedTensor*> ready, Clock::time_point agreed) {
   if (ready.empty()) return;
   const auto buckets = plan_buckets(
-      ready, options_.fusion_bytes, options_.alone_bytes,
+      ready, options_.fusion_bytes, alone_bytes_,
       [](const FusedTensor* t) -> const TensorShape& { return t->shape; },
       [](const FusedTensor* t) { return t->follows; });
   // Out of pending_ before any is done: a lent tensor may be freed as soon

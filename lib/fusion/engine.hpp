@@ -108,10 +108,21 @@ struct FusedTensor {
 };
 using FusedPtr = std::shared_ptr<FusedTensor>;
 
+// Where the engine's communicator packs a bucket's tensors into one buffer
+// (any allreduce but the shared-memory one), tensors of this size or more
+// are reduced alone by default: 64 tensors apart on 2 ranks, fused against
+// one allreduce each, took 0.56x at 4K, 1.0x at 64K and 2.1x at 256K over
+// shared memory, 1.3x over TCP (2026-12-03). Where it reads them where they
+// lie, none are: 64 x 64K apart over shared memory, 1.0x of one buffer
+// fused against 2.0x alone (2026-12-06, docs/benchmarks.md).
+inline constexpr std::size_t kPackedAloneBytes = 64 << 10;
+
 struct EngineOptions {
   double cycle_ms = 1;
   std::size_t fusion_bytes = 64 << 20;
-  std::size_t alone_bytes = 64 << 10;
+  // nullopt: none where the engine's communicator reads a bucket's tensors
+  // where they lie, else kPackedAloneBytes (chosen on the engine's thread).
+  std::optional<std::size_t> alone_bytes;
   double stall_s = 60;
   std::size_t cache = 1024;
   double timeout_s = 300;
@@ -222,6 +233,8 @@ class Engine {
   std::unique_ptr<Communicator> comm_;  // made by the engine's thread first
   Clock::time_point last_end_;          // when the last cycle ended
   KnownTable known_;
+  // options_.alone_bytes, or what it means when unset (set with comm_).
+  std::size_t alone_bytes_ = kPackedAloneBytes;
   std::vector<FusedPtr> pending_;  // submission order
   ScatteredBuffers bucket_parts_;  // a bucket's tensors that lie apart
   Clock::time_point last_stall_warning_{};
