@@ -10,10 +10,12 @@
 //        every rank with one spec; one MIN allreduce of a byte per known
 //        tensor when nothing new happened, else a full exchange of names;
 //     2. group the ready tensors by (dtype, op) into buckets of at most
-//        CHORUS_FUSION_BYTES, copy each bucket into a pooled buffer, run one
-//        allreduce per bucket (normal algorithm selection), copy out;
-//        a bucket of one tensor, or of tensors that lie back to back in
-//        memory in bucket order, runs on the user's buffers with no copy;
+//        CHORUS_FUSION_BYTES and run one allreduce per bucket (normal
+//        algorithm selection) on the user's buffers: a bucket of one
+//        tensor, or of tensors back to back in memory in bucket order, as
+//        one buffer; any other as a call in parts (collectives/
+//        scattered.hpp), which the communicator's algorithm reads where the
+//        tensors lie or the communicator packs;
 //     3. complete each tensor's request.
 //   A cycle starts at once when every known tensor (or CHORUS_FUSION_BYTES
 //   of them) has been submitted here; else CHORUS_FUSION_CYCLE_MS after the

@@ -162,8 +162,8 @@ inline int group_key(const TensorSpec& spec) {
 // stable grouping: the first group is the first tensor's), then cuts it into
 // buckets of one (dtype, op) and at most fusion_bytes each:
 //   - a tensor larger than fusion_bytes, or of alone_bytes or more, gets a
-//     bucket of its own (copying it into a fused buffer would cost more than
-//     the call it saves), unless it extends a run;
+//     bucket of its own (where buckets are packed, copying it would cost
+//     more than the call it saves), unless it extends a run;
 //   - a run is a bucket whose every tensor after its first follows the one
 //     before it: follows_of(item) says that the item lies right after the
 //     item before it in `ready` as given, in memory, on every rank (the
@@ -228,8 +228,7 @@ std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes
 }
 
 // The same where no tensor is known to follow another (each bucket of more
-// than one tensor is then copied into a fused buffer on some rank, for all
-// the plan knows).
+// than one tensor is then in parts on some rank, for all the plan knows).
 template <typename T, typename SpecOf>
 std::vector<Bucket> plan_buckets(std::vector<T>& ready, std::size_t fusion_bytes,
                                  std::size_t alone_bytes, SpecOf spec_of) {
