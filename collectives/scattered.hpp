@@ -13,7 +13,7 @@
 // from each in turn. Any other algorithm runs the call packed into one
 // buffer (Communicator::run): two more copies of the whole call, which for
 // 1000 tensors of 4 KiB made a fused step 3-4x slower than the same tensors
-// lying back to back (docs/benchmarks.md, "Tensors that lie apart").
+// lying back to back (docs/benchmarks.md, "Tensors apart").
 #pragma once
 
 #include <algorithm>
