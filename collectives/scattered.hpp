@@ -36,7 +36,6 @@ class ScatteredBuffers {
 
   std::size_t bytes() const { return total_; }
   std::size_t size() const { return parts_.size(); }
-  const Part& operator[](std::size_t i) const { return parts_[i]; }
   // Every part's output is its input.
   bool in_place() const { return in_place_; }
 
