@@ -90,6 +90,30 @@ std::optional<IoError> first_error(Check&& check) {
   return std::nullopt;
 }
 
+// Messages between rank0 and rank1 of calls that do not match: another
+// count in the same call number, then a message larger than the receive
+// buffer, then a smaller one. Each receive fails with a mismatch naming
+// both ranks' calls or both sizes; the sends succeed (the mismatch is the
+// receiver's to report).
+inline void check_mismatches_reported(Transport& rank0, Transport& rank1) {
+  std::vector<std::byte> data(64), got(64), small(8);
+  std::string message;
+  auto send = rank0.isend(1, 1, sig_of(3, 16), data);
+  auto recv = rank1.irecv(0, 1, sig_of(3, 17), got);
+  CHECK(error_code(rank1, recv, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("rank 0 called allreduce #3 (count 16") &&
+                          Catch::Contains("rank 1 called allreduce #3 (count 17"));
+  auto send2 = rank0.isend(1, 1, sig_of(4, 1), data);
+  auto recv2 = rank1.irecv(0, 1, sig_of(4, 1), small);
+  CHECK(error_code(rank1, recv2, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("64 bytes") && Catch::Contains("8 bytes"));
+  auto send3 = rank0.isend(1, 1, sig_of(5, 1), small);
+  auto recv3 = rank1.irecv(0, 1, sig_of(5, 1), got);
+  CHECK(error_code(rank1, recv3, &message) == CHORUS_ERR_MISMATCH);
+  CHECK_THAT(message, Catch::Contains("sent 8 bytes") && Catch::Contains("expected 64 bytes"));
+  for (const auto& s : {send, send2, send3}) CHECK(error_code(rank0, s) == CHORUS_SUCCESS);
+}
+
 // Rank 1 sent `part` with `tag` in call #3 (16 bytes) and died without a
 // goodbye while `rank0` was in #3, with `posted` a receive of #3 from it
 // (another tag) that it never sent. The death must fail `posted` at once,
