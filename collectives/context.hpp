@@ -54,6 +54,11 @@ struct CollectiveContext {
   RequestPtr send(int peer, std::span<const std::byte> data) {
     return transport.isend(team.member(peer), tag, sig, data);
   }
+  // Transport::gathers_sends and isend_gather, to a member of the team.
+  bool gathers_sends(int peer) const { return transport.gathers_sends(team.member(peer)); }
+  RequestPtr send_gather(int peer, std::span<const std::span<const std::byte>> pieces) {
+    return transport.isend_gather(team.member(peer), tag, sig, pieces);
+  }
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(team.member(peer), tag, sig, data);
   }

@@ -29,6 +29,11 @@ class RoutedTransport final : public Transport {
                    std::span<const std::byte> data) override;
   RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<std::byte> data) override;
+  bool gathers_sends(int peer) const override { return route(peer).gathers_sends(peer); }
+  RequestPtr isend_gather(int peer, uint32_t tag, const CallSignature& sig,
+                          std::span<const std::span<const std::byte>> pieces) override {
+    return route(peer).isend_gather(peer, tag, sig, pieces);
+  }
   bool poll() override;
   void spin_begin() override;
   void spin_end() override;

@@ -26,6 +26,12 @@ bool FailureRecord::take(chorus_result_t code_in, const std::string& message,
   return true;
 }
 
+RequestPtr Transport::isend_gather(int peer, uint32_t, const CallSignature&,
+                                   std::span<const std::span<const std::byte>> pieces) {
+  throw InvariantError(fmt::format("the {} transport does not gather sends ({} pieces to rank {})",
+                                   name(), pieces.size(), peer));
+}
+
 void Transport::abort(const std::string& reason) {
   fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
 }

@@ -157,6 +157,17 @@ class Transport {
                            std::span<const std::byte> data) = 0;
   virtual RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                            std::span<std::byte> data) = 0;
+  // A gather send: one message whose payload is `pieces` back to back, each
+  // read where it lies (every piece's memory as isend's; the list itself is
+  // copied). Only where gathers_sends(peer): a caller of a transport that
+  // does not packs the pieces and calls isend. The receiver cannot tell the
+  // two apart.
+  virtual bool gathers_sends(int peer) const {
+    (void)peer;
+    return false;
+  }
+  virtual RequestPtr isend_gather(int peer, uint32_t tag, const CallSignature& sig,
+                                  std::span<const std::span<const std::byte>> pieces);
 
   // Makes whatever progress is possible without blocking; true if anything
   // moved. Transports with their own progress thread may return false.

@@ -1,15 +1,19 @@
 #include "collectives/allreduce/ring.hpp"
 
-#include "collectives/call.hpp"
-#include "collectives/registry.hpp"
-#include "collectives/tuner/cost_model.hpp"
+#include <cstring>
+#include <vector>
 
 #include "base/core/log.hpp"
 #include "collectives/allgather/ring.hpp"
 #include "collectives/allreduce/wire_ring.hpp"
+#include "collectives/call.hpp"
+#include "collectives/common/ring_pipeline.hpp"
+#include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/slices.hpp"
 #include "collectives/patterns/ring.hpp"
 #include "collectives/reduce_scatter/ring.hpp"
+#include "collectives/registry.hpp"
+#include "collectives/tuner/cost_model.hpp"
 
 namespace chorus {
 
@@ -28,7 +32,111 @@ void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::by
   ring_allgather_chunks(ctx, recv, chunks, e);
 }
 
+// Sends the call's bytes [offset, offset + length) of the parts (their
+// inputs, or their outputs) to `peer` as one message: a gather send, or
+// packed into `packed` first (null: gather).
+RequestPtr send_stretch(CollectiveContext& ctx, int peer, const ScatteredBuffers& parts,
+                        bool inputs, std::size_t offset, std::size_t length, std::byte* packed) {
+  if (packed || length == 0) {
+    std::byte* at = packed;
+    parts.for_each(offset, length, [&](const std::byte* in, std::byte* out, std::size_t n) {
+      std::memcpy(at, inputs ? in : out, n);
+      at += n;
+    });
+    return ctx.send(peer, {packed, length});
+  }
+  std::vector<std::span<const std::byte>> pieces;
+  parts.for_each(offset, length, [&](const std::byte* in, std::byte* out, std::size_t n) {
+    pieces.emplace_back(inputs ? in : out, n);
+  });
+  return ctx.send_gather(peer, pieces);
+}
+
+// One ring allreduce of the `count` elements of the parts from byte `base`.
+void ring_allreduce_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& parts,
+                                std::size_t base, std::size_t count, DataType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const std::size_t e = dtype_size(dtype);
+  const auto chunks = patterns::balanced_chunks(count, n);
+  const patterns::Range own = chunks[static_cast<std::size_t>(rank)];
+  auto stretches = [&](patterns::Range r, auto&& fn) {
+    parts.for_each(base + r.offset * e, r.count * e, fn);
+  };
+  if (n == 1) {
+    stretches(own, [](const std::byte* in, std::byte* out, std::size_t b) {
+      if (in != out) std::memmove(out, in, b);
+    });
+    return;
+  }
+  const int right = patterns::ring_right(rank, n);
+  const bool gather = ctx.gathers_sends(right);
+  // A stage whose received segments stay in staging, forwarded from there,
+  // and whose step 0 sends from the parts' inputs (reduce-scatter) or
+  // outputs. Made when it runs: the allgather's packed chunk may take the
+  // scratch the reduce-scatter's used.
+  auto stage = [&](int first_chunk, bool inputs) {
+    const patterns::Range first = chunks[static_cast<std::size_t>(first_chunk)];
+    std::byte* packed =
+        gather ? nullptr : ctx.scratch.get(scratch_slot::ring_packed_first, first.count * e).data();
+    RingPipeline p;
+    p.chunks = chunks;
+    p.elem_size = e;
+    p.first_chunk = first_chunk;
+    p.send_first = [&ctx, &parts, right, inputs, base, e, first, packed](patterns::Range seg) {
+      return send_stretch(ctx, right, parts, inputs, base + seg.offset * e, seg.count * e,
+                          packed ? packed + (seg.offset - first.offset) * e : nullptr);
+    };
+    p.staging_slot = scratch_slot::ring_staging;
+    p.forwards_staging = true;
+    return p;
+  };
+
+  const ReduceFn fn = reduce_fn(dtype, op);
+  RingPipeline rs = stage(patterns::rs_send_chunk(rank, n, 0), true);
+  rs.consume = [&](int, int chunk, patterns::Range seg, std::byte* data) -> const std::byte* {
+    std::byte* at = data;
+    stretches(seg, [&](const std::byte* in, std::byte* out, std::size_t b) {
+      fn(chunk == rank ? out : at, in, at, b / e);
+      at += b;
+    });
+    return data;
+  };
+  run_ring_pipeline(ctx, rs);
+  if (op == ReduceOp::avg)
+    stretches(own, [&](const std::byte*, std::byte* out, std::size_t b) {
+      scale_for_avg(out, b / e, dtype, n);
+    });
+
+  RingPipeline ag = stage(patterns::ag_send_chunk(rank, n, 0), false);
+  ag.consume = [&](int, int, patterns::Range seg, std::byte* data) -> const std::byte* {
+    const std::byte* at = data;
+    stretches(seg, [&](const std::byte*, std::byte* out, std::size_t b) {
+      std::memcpy(out, at, b);
+      at += b;
+    });
+    return data;
+  };
+  run_ring_pipeline(ctx, ag);
+}
+
 }  // namespace
+
+void ring_allreduce_parts(CollectiveContext& ctx, const ScatteredBuffers& parts, std::size_t count,
+                          DataType dtype, ReduceOp op) {
+  static spdlog::logger& log = logger("coll");
+  const std::size_t e = dtype_size(dtype);
+  const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
+  log.debug(
+      "ring allreduce in {} parts: {} ranks, count {} ({}, {}), segment {} bytes, rounds "
+      "of {} elements, {} sends",
+      parts.size(), ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round,
+      ctx.size() > 1 && ctx.gathers_sends(patterns::ring_right(ctx.rank(), ctx.size())) ? "gather"
+                                                                                        : "packed");
+  for_each_slice(count, round, [&](std::size_t at, std::size_t m) {
+    ring_allreduce_parts_whole(ctx, parts, at * e, m, dtype, op);
+  });
+}
 
 void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                     DataType dtype, ReduceOp op) {
@@ -59,10 +167,14 @@ extern const AlgorithmSpec ring_allreduce_spec{
     runs_anywhere,
     ring_allreduce_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
-      ring_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
+      if (c.scattered)
+        ring_allreduce_parts(ctx, *c.scattered, c.count, c.dtype, c.op);
+      else
+        ring_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
     },
     /*one_verdict=*/false,
     /*commit_point=*/false,
-    /*run_wire=*/ring_wire_allreduce};
+    /*run_wire=*/ring_wire_allreduce,
+    /*takes_parts=*/true};
 
 }  // namespace chorus

@@ -23,6 +23,18 @@
 // 0.59 against 0.49, hence the threshold). Between hosts each round would
 // add the ring's fill and drain, so rounds are off there by default.
 //
+// In parts (CollectiveCall::scattered, collectives/scattered.hpp): the same
+// steps and bytes, read and written where the parts lie. Reduce-scatter
+// reduces each received segment into its staging slot against the parts'
+// inputs (the owner's chunk straight into their outputs) and forwards from
+// staging; allgather receives into staging, copies each segment into the
+// outputs and forwards from staging. Each stage's first chunk goes out as
+// one gather send per segment (Transport::gathers_sends: sendmsg reads the
+// parts themselves), or packed into scratch where the transport cannot.
+// Against packing the whole call around the algorithm (two copies of N),
+// that leaves one copy of (n - 1) / n of N, from the staging slots, which
+// the allgather's receives would need anyway without a scatter receive.
+//
 // Bytes on the wire per rank: 2 (n - 1) / n * N * elem sent and received
 // (busbw = algbw * 2 (n - 1) / n), in 2 (n - 1) * ceil(chunk / segment)
 // messages. Works for N = 0 and N < n (empty chunks are empty messages) and
@@ -32,6 +44,7 @@
 #include <cstddef>
 
 #include "collectives/context.hpp"
+#include "collectives/scattered.hpp"
 
 namespace chorus {
 
@@ -39,5 +52,8 @@ namespace chorus {
 // place; any other overlap is a UsageError.
 void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                     DataType dtype, ReduceOp op);
+// The same over a call in parts of count elements in all.
+void ring_allreduce_parts(CollectiveContext& ctx, const ScatteredBuffers& parts, std::size_t count,
+                          DataType dtype, ReduceOp op);
 
 }  // namespace chorus

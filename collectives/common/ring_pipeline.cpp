@@ -100,7 +100,8 @@ void run_ring_pipeline(CollectiveContext& ctx, const RingPipeline& p) {
   sends.reserve(first_segs + total);
   for (std::size_t k = 0; k < first_segs; ++k) {
     const Range sg = patterns::segment(first, seg_elems, k);
-    sends.push_back(ctx.send(right, {p.first_src + sg.offset * e, sg.count * e}));
+    sends.push_back(p.send_first ? p.send_first(sg)
+                                 : ctx.send(right, {p.first_src + sg.offset * e, sg.count * e}));
   }
 
   for (std::size_t j = 0; j < total; ++j) {

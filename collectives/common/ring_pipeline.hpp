@@ -36,6 +36,9 @@ struct RingPipeline {
   std::size_t elem_size = 1;
   int first_chunk = 0;  // chunk sent at step 0; step s receives first_chunk - s - 1
   const std::byte* first_src = nullptr;  // step 0 sends read first_src + offset * elem_size
+  // If set, sends each segment of step 0 instead (its element range): a
+  // buffer in parts (collectives/scattered.hpp) sends from where they lie.
+  std::function<RequestPtr(patterns::Range seg)> send_first;
   std::byte* direct_recv = nullptr;  // if set, segments land at direct_recv + offset * elem_size
   int staging_slot = 0;              // else in this scratch slot
   bool forwards_staging = false;     // consume() may return pointers into staging

@@ -111,12 +111,14 @@ struct FusedTensor {
 using FusedPtr = std::shared_ptr<FusedTensor>;
 
 // Where the engine's communicator packs a bucket's tensors into one buffer
-// (any allreduce but the shared-memory one), tensors of this size or more
-// are reduced alone by default: 64 tensors apart on 2 ranks, fused against
-// one allreduce each, took 0.56x at 4K, 1.0x at 64K and 2.1x at 256K over
-// shared memory, 1.3x over TCP (2026-12-03). Where it reads them where they
-// lie, none are: 64 x 64K apart over shared memory, 1.0x of one buffer
-// fused against 2.0x alone (2026-12-06, docs/benchmarks.md).
+// (an allreduce that does not take parts, or compressed on the wire),
+// tensors of this size or more are reduced alone by default: 64 tensors
+// apart on 2 ranks, fused against one allreduce each, took 0.56x at 4K,
+// 1.0x at 64K and 2.1x at 256K over shared memory, 1.3x over TCP
+// (2026-12-03). Where it reads them where they lie, none are: 64 x 64K
+// apart over shared memory, 1.0x of one buffer fused against 2.0x alone;
+// over TCP (the ring in parts) 64 x 64K, 256K and 1M in one bucket took
+// 0.94x, 0.84x and 1.05x of the time alone (2026-12-06, docs/benchmarks.md).
 inline constexpr std::size_t kPackedAloneBytes = 64 << 10;
 
 struct EngineOptions {

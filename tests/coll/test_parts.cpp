@@ -25,7 +25,7 @@ using namespace chorus::test;
 namespace parts_test {
 
 // Small integers: every sum over up to 8 ranks is exact in float32, and the
-// ranks differ at every element.
+// ranks differ at every element; an average is that sum divided once.
 float input(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((7 * rank + 3 * i) % 101) - 50);
 }
@@ -34,7 +34,8 @@ float expected(int ranks, std::size_t i, ReduceOp op) {
   float out = input(0, i);
   for (int r = 1; r < ranks; ++r)
     out = op == ReduceOp::max ? std::max(out, input(r, i)) : out + input(r, i);
-  return out;
+  // The exact sum divided once, as the owner of each chunk or piece does.
+  return op == ReduceOp::avg ? out / static_cast<float>(ranks) : out;
 }
 
 struct RankParts {
@@ -127,7 +128,7 @@ TEST_CASE("allreduce in parts: pieces across parts, in place and not, a cut per 
   for (std::string_view algo : taking)
     for (int n : {2, 3, 4})
       for (std::size_t l = 0; l < layouts.size(); ++l)
-        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
           INFO(algo << ", " << n << " ranks, layout " << l << ", " << op_name(op));
           REQUIRE(check(n, layouts[l], op, algo) == "");
         }

@@ -2,8 +2,8 @@
 // (tests/api/api_harness.hpp): tensors back to back in one buffer reduced
 // where they lie; large tensors in runs; the default alone rule
 // (CHORUS_FUSION_ALONE=auto), under which tensors apart fuse at any size
-// where the allreduce reads them in parts (shared memory) and go alone from
-// 64 KiB where they are packed (TCP).
+// where the allreduce reads them in parts (shared memory, the ring over TCP)
+// and go alone from 64 KiB where they are packed (compressed on the wire).
 //
 // The meson test sets CHORUS_TIMEOUT=6 and CHORUS_FUSION_STALL_S=1 (the
 // configuration is the process's).
@@ -80,11 +80,14 @@ struct StepCount {
 };
 
 // 2 ranks reduce `count`'s float32 tensors in place, in one arena per rank,
-// for `steps` steps; tensor t lies gap(rank, t) floats after the one before.
+// for `steps` steps, with `wire` on the wire (the values are integers below
+// 256: exact in bfloat16); tensor t lies gap(rank, t) floats after the one
+// before.
 // Checks every element; returns each rank's StepCounts ("" notes: no error).
 std::vector<std::vector<StepCount>> large_tensor_steps(
     const std::vector<std::size_t>& count, const std::function<std::size_t(int, std::size_t)>& gap,
-    uint64_t alone_bytes, const char* transport, std::vector<std::string>& notes) {
+    uint64_t alone_bytes, const char* transport, std::vector<std::string>& notes,
+    chorus_dtype_t wire = CHORUS_WIRE_DTYPE_DEFAULT) {
   const int n = 2, steps = 10;
   notes.assign(n, "");
   std::vector<std::vector<StepCount>> counts(n);
@@ -93,6 +96,7 @@ std::vector<std::vector<StepCount>> large_tensor_steps(
       [&](int rank, chorus_comm_t comm) -> int {
         chorus_fusion_options_t options = CHORUS_FUSION_OPTIONS_INITIALIZER;
         options.alone_bytes = alone_bytes;
+        options.wire_dtype = wire;
         // Step 0 (no names known yet) waits for the cycle; later steps are
         // due at once when complete, so no timed cycle splits one.
         options.cycle_ms = 200;
@@ -201,17 +205,26 @@ TEST_CASE("fused allreduce: large tensors back to back on every rank share one a
 TEST_CASE("fused allreduce: by default tensors of any size fuse where the allreduce reads parts",
           "[fusion]") {
   // The same tensors, 16 floats apart on every rank (no runs), with
-  // CHORUS_FUSION_ALONE unset (auto). Over shared memory a bucket's
-  // allreduce reads and writes them where they lie, so all seven make one
-  // bucket; over TCP they are packed, and each of 64 KiB or more (four)
-  // goes alone, between the three small ones: seven allreduces.
-  for (const char* transport : {static_cast<const char*>(nullptr), "tcp"}) {
+  // CHORUS_FUSION_ALONE unset (auto). Over shared memory and over TCP a
+  // bucket's allreduce (shm, ring) reads and writes them where they lie, so
+  // all seven make one bucket. Compressed on the wire they are packed, and
+  // each of 64 KiB or more (four) goes alone, between the three small ones:
+  // seven allreduces.
+  struct Case {
+    const char* transport;
+    chorus_dtype_t wire;
+    uint64_t allreduces;
+  };
+  for (const Case& c :
+       {Case{nullptr, CHORUS_WIRE_DTYPE_DEFAULT, 1}, Case{"tcp", CHORUS_WIRE_DTYPE_DEFAULT, 1},
+        Case{"tcp", CHORUS_BFLOAT16, 7}}) {
     std::vector<std::string> notes;
     const auto counts = large_tensor_steps(
-        kLargeAndSmall, [](int, std::size_t t) -> std::size_t { return t ? 16 : 0; }, 0, transport,
-        notes);
-    INFO((transport ? transport : "default") << ": " << notes[0] << " / " << notes[1]);
+        kLargeAndSmall, [](int, std::size_t t) -> std::size_t { return t ? 16 : 0; }, 0,
+        c.transport, notes, c.wire);
+    INFO((c.transport ? c.transport : "default")
+         << (c.wire == CHORUS_BFLOAT16 ? ", bf16" : "") << ": " << notes[0] << " / " << notes[1]);
     REQUIRE(notes[0] + notes[1] == "");
-    check_allreduces_per_step(counts, transport ? 7 : 1);
+    check_allreduces_per_step(counts, c.allreduces);
   }
 }

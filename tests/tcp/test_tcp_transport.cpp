@@ -61,6 +61,59 @@ TEST_CASE("tcp: messages of every size arrive intact, posted before or after arr
   close_world(world);
 }
 
+TEST_CASE("tcp: a gather send arrives as one message, pieces back to back") {
+  TcpStoreServer server(kToken);
+  auto world = make_world(server, 2, "gather/");
+  auto& a = *world[0];
+  auto& b = *world[1];
+  CHECK(a.gathers_sends(1));
+  // Empty pieces; more pieces than one sendmsg takes; a piece larger than
+  // the socket's buffer (written in several turns, some starting inside it).
+  std::vector<std::size_t> sizes = {0, 1, 100, 0};
+  for (int k = 0; k < 300; ++k) sizes.push_back(4096 + static_cast<std::size_t>(k % 7));
+  sizes.push_back(std::size_t(3) << 20);
+  sizes.push_back(5);
+  std::vector<std::vector<std::byte>> pieces;
+  std::vector<std::span<const std::byte>> spans;
+  std::vector<std::byte> whole;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    pieces.push_back(pattern(sizes[k], static_cast<int>(k)));
+    whole.insert(whole.end(), pieces.back().begin(), pieces.back().end());
+  }
+  for (const auto& piece : pieces) spans.emplace_back(piece);
+  for (bool receive_first : {true, false}) {
+    INFO("receive posted " << (receive_first ? "first" : "later"));
+    std::vector<std::byte> got(whole.size()), after(64);
+    const auto sig = sig_of(receive_first ? 1 : 2, whole.size());
+    RequestPtr recv;
+    if (receive_first) recv = b.irecv(0, 1, sig, got);
+    auto send = a.isend_gather(1, 1, sig, spans);
+    // A plain message behind it: the stream stays framed.
+    const auto next = pattern(after.size(), 9);
+    auto send_next = a.isend(1, 1, sig_of(3, after.size()), next);
+    if (!receive_first) {
+      wait_for_arrival(b, 0, 1);
+      recv = b.irecv(0, 1, sig, got);
+    }
+    auto recv_next = b.irecv(0, 1, sig_of(3, after.size()), after);
+    wait(b, recv);
+    wait(b, recv_next);
+    wait(a, send);
+    wait(a, send_next);
+    REQUIRE(got == whole);
+    REQUIRE(after == next);
+  }
+  close_world(world);
+}
+
+TEST_CASE("transport: one that does not gather sends says so and refuses a gather send") {
+  NoDataTransport stub(0, 2);
+  CHECK_FALSE(stub.gathers_sends(1));
+  const std::vector<std::byte> piece(8);
+  const std::vector<std::span<const std::byte>> spans = {piece, piece};
+  CHECK_THROWS_AS(stub.isend_gather(1, 1, sig_of(1, 16), spans), InvariantError);
+}
+
 TEST_CASE("tcp: messages with one tag match in order; tags are independent") {
   TcpStoreServer server(kToken);
   auto world = make_world(server, 3, "order/");

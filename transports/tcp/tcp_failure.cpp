@@ -115,9 +115,13 @@ void TcpTransport::drop_sends_locked(Peer& p, const std::exception_ptr& error,
       continue;
     }
     if (op.request) op.request->completion().fail(error);
-    if (i == 0 && op.sent > 0 && !op.data.empty() && op.owned.empty()) {
-      op.owned.assign(op.data.begin(), op.data.end());
+    if (i == 0 && op.sent > 0 && op.owned.empty() && op.payload_bytes() > 0) {
+      std::vector<std::byte> copy;
+      op.for_each_payload(
+          [&](std::span<const std::byte> s) { copy.insert(copy.end(), s.begin(), s.end()); });
+      op.owned = std::move(copy);
       op.data = {};
+      op.pieces.clear();
     }
     if (i == 0 && op.sent > 0) {
       op.request.reset();

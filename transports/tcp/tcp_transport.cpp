@@ -25,7 +25,7 @@ spdlog::logger& log() {
 
 namespace {
 
-constexpr int kMaxIov = 32;
+constexpr int kMaxIov = 128;
 
 }  // namespace
 
@@ -47,10 +47,32 @@ void TcpTransport::wake_epoll() {
 
 RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
                                std::span<const std::byte> data) {
+  SendOp op;
+  op.data = data;
+  return send_data(peer, tag, sig, std::move(op));
+}
+
+RequestPtr TcpTransport::isend_gather(int peer, uint32_t tag, const CallSignature& sig,
+                                      std::span<const std::span<const std::byte>> pieces) {
+  SendOp op;
+  op.pieces.reserve(pieces.size());
+  for (const auto& piece : pieces)
+    if (!piece.empty()) op.pieces.push_back(piece);
+  return send_data(peer, tag, sig, std::move(op));
+}
+
+std::size_t TcpTransport::SendOp::payload_bytes() const {
+  std::size_t bytes = 0;
+  for_each_payload([&](std::span<const std::byte> s) { bytes += s.size(); });
+  return bytes;
+}
+
+RequestPtr TcpTransport::send_data(int peer, uint32_t tag, const CallSignature& sig, SendOp op) {
   CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
                "rank {} cannot send to peer {} (world size {})", options_.rank, peer,
                options_.size);
-  auto request = std::make_shared<Request>(peer, true, tag, sig, data.size());
+  const std::size_t bytes = op.payload_bytes();
+  auto request = std::make_shared<Request>(peer, true, tag, sig, bytes);
   std::lock_guard lock(mu_);
   if (refused_locked(tag, sig)) {
     request->completion().fail(failure_.error);
@@ -70,9 +92,7 @@ RequestPtr TcpTransport::isend(int peer, uint32_t tag, const CallSignature& sig,
         fmt::format("rank {} cannot send to rank {}: it has left the job", options_.rank, peer)));
     return request;
   }  // a probed peer's sends wait (unsent) until the probe settles them
-  SendOp op;
-  op.header = make_frame(FrameType::data, tag, data.size(), sig);
-  op.data = data;
+  op.header = make_frame(FrameType::data, tag, bytes, sig);
   op.request = request;
   enqueue_locked(peer, std::move(op));
   return request;
@@ -312,12 +332,22 @@ void TcpTransport::flush(int peer) {
       std::size_t header_left = it->sent < sizeof(FrameHeader) ? sizeof(FrameHeader) - it->sent : 0;
       if (header_left > 0)
         iov[n_iov++] = {reinterpret_cast<std::byte*>(&it->header) + it->sent, header_left};
-      std::span<const std::byte> payload = it->owned.empty() ? it->data : std::span(it->owned);
-      std::size_t payload_done =
-          it->sent > sizeof(FrameHeader) ? it->sent - sizeof(FrameHeader) : 0;
-      if (payload.size() > payload_done)
-        iov[n_iov++] = {const_cast<std::byte*>(payload.data()) + payload_done,
-                        payload.size() - payload_done};
+      // The payload's spans past what was written, as many as fit.
+      std::size_t skip = it->sent > sizeof(FrameHeader) ? it->sent - sizeof(FrameHeader) : 0;
+      bool whole = true;
+      it->for_each_payload([&](std::span<const std::byte> s) {
+        if (skip >= s.size()) {
+          skip -= s.size();
+          return;
+        }
+        if (n_iov == kMaxIov) {
+          whole = false;
+          return;
+        }
+        iov[n_iov++] = {const_cast<std::byte*>(s.data()) + skip, s.size() - skip};
+        skip = 0;
+      });
+      if (!whole) break;
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -343,8 +373,7 @@ void TcpTransport::flush(int peer) {
     auto left = static_cast<std::size_t>(written);
     while (!p.sendq.empty()) {
       SendOp& op = p.sendq.front();
-      std::size_t total =
-          sizeof(FrameHeader) + (op.owned.empty() ? op.data.size() : op.owned.size());
+      const std::size_t total = sizeof(FrameHeader) + op.payload_bytes();
       std::size_t take = std::min(left, total - op.sent);
       op.sent += take;
       left -= take;

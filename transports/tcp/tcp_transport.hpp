@@ -85,6 +85,10 @@ class TcpTransport final : public Transport {
                    std::span<const std::byte> data) override;
   RequestPtr irecv(int peer, uint32_t tag, const CallSignature& sig,
                    std::span<std::byte> data) override;
+  // sendmsg takes the pieces as they lie, with the frame's header.
+  bool gathers_sends(int) const override { return true; }
+  RequestPtr isend_gather(int peer, uint32_t tag, const CallSignature& sig,
+                          std::span<const std::span<const std::byte>> pieces) override;
   bool poll() override;
   void drain_input() override;
   void spin_begin() override;
@@ -120,10 +124,22 @@ class TcpTransport final : public Transport {
   struct SendOp {
     FrameHeader header;
     std::span<const std::byte> data;
-    std::vector<std::byte> owned;  // payload owned by the op (abort reasons)
-    std::size_t sent = 0;          // bytes of header + data written so far
+    // A gather send's payload, in place of data.
+    std::vector<std::span<const std::byte>> pieces;
+    std::vector<std::byte> owned;  // payload owned by the op (abort reasons), in place of both
+    std::size_t sent = 0;          // bytes of header + payload written so far
     RequestPtr request;            // null for internal frames
+    std::size_t payload_bytes() const;
+    // fn(span) for each span of the payload, in order.
+    template <typename Fn>
+    void for_each_payload(Fn&& fn) const {
+      if (!owned.empty()) return fn(std::span<const std::byte>(owned));
+      if (pieces.empty()) return fn(data);
+      for (const auto& piece : pieces) fn(piece);
+    }
   };
+  // isend and isend_gather: `op` with its payload set.
+  RequestPtr send_data(int peer, uint32_t tag, const CallSignature& sig, SendOp op);
   struct PostedRecv {
     RequestPtr request;
     std::span<std::byte> buffer;
