@@ -1,9 +1,10 @@
 // Allreduce with its buffers in parts (collectives/scattered.hpp) through
-// every algorithm that takes parts over this binary's transport (over shared
-// memory: shm), 2-4 ranks, with 64-byte pieces and a 256-byte latency path:
-// parts from one element to several pieces, pieces that span many parts,
-// parts in place and not, and every rank with its own cut of the same call
-// (each rank's layout is its own business). Results against an independent
+// every algorithm that takes parts over this binary's transport (shm over
+// shared memory, the ring over any transport), 2-4 ranks, with 64-byte
+// pieces and a 256-byte latency path: parts from one element to several
+// pieces, pieces that span many parts, parts in place and not, and every
+// rank with its own cut of the same call (each rank's layout is its own
+// business, one buffer included). Sum, max and avg against an independent
 // reference; every part's guard zones intact.
 #include <catch2/catch.hpp>
 
@@ -63,11 +64,15 @@ RankParts cut(const std::vector<std::size_t>& layout, int rank) {
   return p;
 }
 
-std::string check(int n, const std::vector<std::size_t>& layout, ReduceOp op,
-                  std::string_view algo) {
+// With `whole_rank0`, rank 0 holds the call in one buffer (no parts: the
+// algorithm's ordinary path) while the others hold it in parts: the same
+// messages either way.
+std::string check(int n, const std::vector<std::size_t>& layout, ReduceOp op, std::string_view algo,
+                  bool whole_rank0) {
   const std::size_t count = std::accumulate(layout.begin(), layout.end(), std::size_t{0});
   std::vector<RankParts> ranks;
-  for (int r = 0; r < n; ++r) ranks.push_back(cut(layout, r));
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(cut(whole_rank0 && r == 0 ? std::vector<std::size_t>{count} : layout, r));
   RunOptions o;
   o.timeout = std::chrono::milliseconds(20000);
   auto outcomes = run_ranks(n, o, [&](RankEnv& env) {
@@ -81,7 +86,12 @@ std::string check(int n, const std::vector<std::size_t>& layout, ReduceOp op,
     call.count = count;
     call.dtype = DataType::f32;
     call.op = op;
-    call.scattered = &parts;
+    if (whole_rank0 && env.rank() == 0) {
+      call.send = mine.send[0].data();
+      call.recv = mine.in_place[0] ? mine.send[0].data() : mine.recv[0].data();
+    } else {
+      call.scattered = &parts;
+    }
     run_registered(env, call, algo);
   });
   if (auto f = failures(outcomes); !f.empty()) return f;
@@ -128,8 +138,10 @@ TEST_CASE("allreduce in parts: pieces across parts, in place and not, a cut per 
   for (std::string_view algo : taking)
     for (int n : {2, 3, 4})
       for (std::size_t l = 0; l < layouts.size(); ++l)
-        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
-          INFO(algo << ", " << n << " ranks, layout " << l << ", " << op_name(op));
-          REQUIRE(check(n, layouts[l], op, algo) == "");
-        }
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg})
+          for (bool whole_rank0 : {false, true}) {
+            INFO(algo << ", " << n << " ranks, layout " << l << ", " << op_name(op)
+                      << (whole_rank0 ? ", rank 0 in one buffer" : ""));
+            REQUIRE(check(n, layouts[l], op, algo, whole_rank0) == "");
+          }
 }
