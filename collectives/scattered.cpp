@@ -1,7 +1,5 @@
 #include "collectives/scattered.hpp"
 
-#include <cstring>
-
 #include "base/core/error.hpp"
 
 namespace chorus {
@@ -37,20 +35,6 @@ ScatteredBuffers::Part ScatteredBuffers::within(std::size_t offset, std::size_t 
   const Part& p = parts_[i];
   if (into + length > p.bytes) return {};
   return {p.send + into, p.recv + into, length};
-}
-
-void ScatteredBuffers::pack(std::byte* dst) const {
-  for (const Part& p : parts_) {
-    std::memcpy(dst, p.send, p.bytes);
-    dst += p.bytes;
-  }
-}
-
-void ScatteredBuffers::unpack(const std::byte* src) const {
-  for (const Part& p : parts_) {
-    std::memcpy(p.recv, src, p.bytes);
-    src += p.bytes;
-  }
 }
 
 }  // namespace chorus

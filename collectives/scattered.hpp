@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 namespace chorus {
@@ -61,10 +62,25 @@ class ScatteredBuffers {
     }
   }
 
-  // Every part's input, back to back into dst (bytes() of it).
-  void pack(std::byte* dst) const;
-  // src (bytes() of it) into every part's output.
-  void unpack(const std::byte* src) const;
+  // The call's bytes [offset, offset + length) of the parts' inputs (or
+  // outputs), back to back into dst.
+  void pack(std::size_t offset, std::size_t length, std::byte* dst, bool outputs = false) const {
+    for_each(offset, length, [&](const std::byte* in, std::byte* out, std::size_t n) {
+      std::memcpy(dst, outputs ? out : in, n);
+      dst += n;
+    });
+  }
+  // src (length bytes) into the parts' outputs of the call's bytes
+  // [offset, offset + length).
+  void unpack(std::size_t offset, std::size_t length, const std::byte* src) const {
+    for_each(offset, length, [&](const std::byte*, std::byte* out, std::size_t n) {
+      std::memcpy(out, src, n);
+      src += n;
+    });
+  }
+  // The whole call: every part's input into dst, src into every output.
+  void pack(std::byte* dst) const { pack(0, total_, dst); }
+  void unpack(const std::byte* src) const { unpack(0, total_, src); }
 
  private:
   std::vector<Part> parts_;

@@ -38,11 +38,7 @@ void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::by
 RequestPtr send_stretch(CollectiveContext& ctx, int peer, const ScatteredBuffers& parts,
                         bool inputs, std::size_t offset, std::size_t length, std::byte* packed) {
   if (packed || length == 0) {
-    std::byte* at = packed;
-    parts.for_each(offset, length, [&](const std::byte* in, std::byte* out, std::size_t n) {
-      std::memcpy(at, inputs ? in : out, n);
-      at += n;
-    });
+    parts.pack(offset, length, packed, !inputs);
     return ctx.send(peer, {packed, length});
   }
   std::vector<std::span<const std::byte>> pieces;
@@ -110,11 +106,7 @@ void ring_allreduce_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& 
 
   RingPipeline ag = stage(patterns::ag_send_chunk(rank, n, 0), false);
   ag.consume = [&](int, int, patterns::Range seg, std::byte* data) -> const std::byte* {
-    const std::byte* at = data;
-    stretches(seg, [&](const std::byte*, std::byte* out, std::size_t b) {
-      std::memcpy(out, at, b);
-      at += b;
-    });
+    parts.unpack(base + seg.offset * e, seg.count * e, data);
     return data;
   };
   run_ring_pipeline(ctx, ag);

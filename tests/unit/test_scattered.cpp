@@ -84,6 +84,19 @@ TEST_CASE("scattered buffers: pack reads every input, unpack writes every output
   for (std::size_t i = 0; i < 8; ++i) CHECK(std::to_integer<int>(t.out2[i]) == 108 + int(i));
   CHECK(std::to_integer<int>(t.in0[0]) == 0);  // inputs apart from outputs untouched
 
+  // A range across the parts' edges: bytes [2, 10), from the outputs, then
+  // back into them.
+  std::vector<std::byte> range(8);
+  t.parts.pack(2, 8, range.data(), /*outputs=*/true);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(std::to_integer<int>(range[i]) == 102 + int(i));
+  for (std::size_t i = 0; i < 8; ++i) range[i] = std::byte(200 + i);
+  t.parts.unpack(2, 8, range.data());
+  CHECK(std::to_integer<int>(t.out0[1]) == 101);  // before the range
+  CHECK(std::to_integer<int>(t.out0[2]) == 200);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(std::to_integer<int>(t.both1[i]) == 201 + int(i));
+  CHECK(std::to_integer<int>(t.out2[1]) == 207);
+  CHECK(std::to_integer<int>(t.out2[2]) == 110);  // after the range
+
   t.parts.clear();
   CHECK(t.parts.bytes() == 0);
   CHECK(t.parts.size() == 0);
