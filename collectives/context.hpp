@@ -62,6 +62,11 @@ struct CollectiveContext {
   RequestPtr recv(int peer, std::span<std::byte> data) {
     return transport.irecv(team.member(peer), tag, sig, data);
   }
+  // Transport::scatters_recvs and irecv_scatter, from a member of the team.
+  bool scatters_recvs(int peer) const { return transport.scatters_recvs(team.member(peer)); }
+  RequestPtr recv_scatter(int peer, std::span<const std::span<std::byte>> pieces) {
+    return transport.irecv_scatter(team.member(peer), tag, sig, pieces);
+  }
   // Zero-byte messages that settle the verdict of a rank whose own part of a
   // call is done before every rank's is (a broadcast root or middle rank, a
   // gather's senders): without one it would return success before a rank

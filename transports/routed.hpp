@@ -34,6 +34,11 @@ class RoutedTransport final : public Transport {
                           std::span<const std::span<const std::byte>> pieces) override {
     return route(peer).isend_gather(peer, tag, sig, pieces);
   }
+  bool scatters_recvs(int peer) const override { return route(peer).scatters_recvs(peer); }
+  RequestPtr irecv_scatter(int peer, uint32_t tag, const CallSignature& sig,
+                           std::span<const std::span<std::byte>> pieces) override {
+    return route(peer).irecv_scatter(peer, tag, sig, pieces);
+  }
   bool poll() override;
   void spin_begin() override;
   void spin_end() override;

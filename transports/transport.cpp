@@ -32,6 +32,13 @@ RequestPtr Transport::isend_gather(int peer, uint32_t, const CallSignature&,
                                    name(), pieces.size(), peer));
 }
 
+RequestPtr Transport::irecv_scatter(int peer, uint32_t, const CallSignature&,
+                                    std::span<const std::span<std::byte>> pieces) {
+  throw InvariantError(
+      fmt::format("the {} transport does not scatter receives ({} pieces from rank {})", name(),
+                  pieces.size(), peer));
+}
+
 void Transport::abort(const std::string& reason) {
   fail(CHORUS_ERR_ABORTED, fmt::format("rank {} aborted: {}", rank(), reason), Spared{});
 }

@@ -168,6 +168,17 @@ class Transport {
   }
   virtual RequestPtr isend_gather(int peer, uint32_t tag, const CallSignature& sig,
                                   std::span<const std::span<const std::byte>> pieces);
+  // A scatter receive: one message whose payload fills `pieces` in order
+  // (every piece's memory as irecv's; the list itself is copied); its length
+  // must be theirs together. Only where scatters_recvs(peer): a caller of a
+  // transport that does not receives into one buffer and copies. The sender
+  // cannot tell it from an irecv.
+  virtual bool scatters_recvs(int peer) const {
+    (void)peer;
+    return false;
+  }
+  virtual RequestPtr irecv_scatter(int peer, uint32_t tag, const CallSignature& sig,
+                                   std::span<const std::span<std::byte>> pieces);
 
   // Makes whatever progress is possible without blocking; true if anything
   // moved. Transports with their own progress thread may return false.

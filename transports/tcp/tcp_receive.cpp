@@ -3,7 +3,9 @@
 // ones straight into the user's buffer) or to the unexpected queue.
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,6 +14,67 @@
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace chorus::tcp {
+
+void TcpTransport::RxState::aim(const RecvTarget& target) {
+  piece = piece_at = 0;
+  if (target.pieces.empty()) {
+    dst = target.buffer.data();
+    pieces.clear();
+    return;
+  }
+  pieces = target.pieces;
+  dst = pieces.front().data();
+}
+
+void TcpTransport::RxState::advance_pieces(std::size_t n, const std::byte* src) {
+  while (n > 0) {
+    const std::span<std::byte> into = pieces[piece];
+    const std::size_t k = std::min(into.size() - piece_at, n);
+    if (src) {
+      std::memcpy(into.data() + piece_at, src, k);
+      src += k;
+    }
+    n -= k;
+    piece_at += k;
+    if (piece_at == into.size()) {
+      ++piece;
+      piece_at = 0;
+    }
+  }
+}
+
+void TcpTransport::RxState::store(const std::byte* src, std::size_t n) {
+  if (dst && pieces.empty())
+    std::memcpy(dst + received, src, n);
+  else if (dst)
+    advance_pieces(n, src);
+  received += n;
+}
+
+ssize_t TcpTransport::RxState::read_direct(int fd, std::size_t left) {
+  ssize_t n;
+  if (pieces.empty()) {
+    n = ::recv(fd, dst + received, left, MSG_DONTWAIT);
+  } else {
+    iovec iov[kMaxIov];
+    int n_iov = 0;
+    std::size_t at = piece_at;
+    for (std::size_t i = piece; i < pieces.size() && n_iov < kMaxIov && left > 0; ++i) {
+      const std::size_t k = std::min(pieces[i].size() - at, left);
+      iov[n_iov++] = {pieces[i].data() + at, k};
+      left -= k;
+      at = 0;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n_iov);
+    n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+  }
+  if (n <= 0) return n;
+  received += static_cast<std::size_t>(n);
+  if (!pieces.empty()) advance_pieces(static_cast<std::size_t>(n), nullptr);
+  return n;
+}
 // Reads everything the socket has: headers and small payloads through the
 // staging buffer, large payloads straight into their destination.
 void TcpTransport::pump_rx(int peer) {
@@ -23,9 +86,8 @@ void TcpTransport::pump_rx(int peer) {
     if (rx.in_payload) {
       std::size_t take = std::min(staged, rx.length - rx.received);
       if (take > 0) {
-        if (rx.dst) std::memcpy(rx.dst + rx.received, rx.stage.data() + rx.stage_begin, take);
+        rx.store(rx.stage.data() + rx.stage_begin, take);
         rx.stage_begin += take;
-        rx.received += take;
       }
       if (rx.received == rx.length) {
         finish_payload(peer);
@@ -35,9 +97,8 @@ void TcpTransport::pump_rx(int peer) {
       std::size_t left = rx.length - rx.received;
       if (rx.dst && left >= options_.zero_copy_min) {
         if (drained) return;
-        ssize_t n = ::recv(p.fd.get(), rx.dst + rx.received, left, MSG_DONTWAIT);
+        ssize_t n = rx.read_direct(p.fd.get(), left);
         if (n > 0) {
-          rx.received += static_cast<std::size_t>(n);
           drained = static_cast<std::size_t>(n) < left;
           continue;
         }
@@ -103,6 +164,7 @@ void TcpTransport::on_header(int peer) {
   rx.length = rx.header.length;
   rx.received = 0;
   rx.dst = nullptr;
+  rx.pieces.clear();
   rx.keep = false;
   rx.request.reset();
   auto type = static_cast<FrameType>(rx.header.type);
@@ -113,11 +175,11 @@ void TcpTransport::on_header(int peer) {
     if (posted != p.posted.end() && !posted->second.empty()) {
       PostedRecv recv = posted->second.front();
       posted->second.pop_front();
-      if (!(recv.request->signature() == rx.header.sig) || recv.buffer.size() != rx.length) {
+      if (!(recv.request->signature() == rx.header.sig) || recv.target.bytes != rx.length) {
         recv.request->completion().fail(mismatch_error(
-            peer, rx.header.sig, rx.length, recv.request->signature(), recv.buffer.size()));
+            peer, rx.header.sig, rx.length, recv.request->signature(), recv.target.bytes));
       } else {
-        rx.dst = recv.buffer.data();
+        rx.aim(recv.target);
         rx.request = recv.request;
       }
       return;
@@ -209,13 +271,12 @@ void TcpTransport::finish_payload(int peer) {
           PostedRecv recv = queue.front();
           queue.pop_front();
           if (!(recv.request->signature() == msg.header.sig) ||
-              recv.buffer.size() != msg.payload.size()) {
+              recv.target.bytes != msg.payload.size()) {
             recv.request->completion().fail(mismatch_error(peer, msg.header.sig, msg.payload.size(),
                                                            recv.request->signature(),
-                                                           recv.buffer.size()));
+                                                           recv.target.bytes));
           } else {
-            if (!msg.payload.empty())
-              std::memcpy(recv.buffer.data(), msg.payload.data(), msg.payload.size());
+            recv.target.fill(msg.payload.data());
             recv.request->completion().complete();
           }
         } else {
@@ -226,6 +287,7 @@ void TcpTransport::finish_payload(int peer) {
   }
   rx.request.reset();
   rx.dst = nullptr;
+  rx.pieces.clear();
   rx.keep = false;
   rx.holding = {};
 }

@@ -23,12 +23,6 @@ spdlog::logger& log() {
   return subsystem;
 }
 
-namespace {
-
-constexpr int kMaxIov = 128;
-
-}  // namespace
-
 TcpTransport::~TcpTransport() {
   try {
     close();
@@ -105,16 +99,16 @@ void TcpTransport::enqueue_locked(int peer, SendOp op) {
 }
 
 RequestPtr TcpTransport::irecv_unexpected_locked(int peer, const RequestPtr& request,
-                                                 std::span<std::byte> data) {
+                                                 const RecvTarget& target) {
   auto& queue = peers_[peer].unexpected[request->tag()];
   Unexpected msg = std::move(queue.front());
   queue.pop_front();
   const CallSignature& sig = request->signature();
-  if (!(msg.header.sig == sig) || msg.payload.size() != data.size()) {
+  if (!(msg.header.sig == sig) || msg.payload.size() != target.bytes) {
     request->completion().fail(
-        mismatch_error(peer, msg.header.sig, msg.payload.size(), sig, data.size()));
+        mismatch_error(peer, msg.header.sig, msg.payload.size(), sig, target.bytes));
   } else {
-    if (!data.empty()) std::memcpy(data.data(), msg.payload.data(), data.size());
+    target.fill(msg.payload.data());
     request->completion().complete();
   }
   return request;
@@ -137,10 +131,41 @@ bool TcpTransport::has_posted_locked(const Peer& p) {
 
 RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
                                std::span<std::byte> data) {
+  RecvTarget target;
+  target.buffer = data;
+  target.bytes = data.size();
+  return recv_data(peer, tag, sig, std::move(target));
+}
+
+RequestPtr TcpTransport::irecv_scatter(int peer, uint32_t tag, const CallSignature& sig,
+                                       std::span<const std::span<std::byte>> pieces) {
+  RecvTarget target;
+  target.pieces.reserve(pieces.size());
+  for (const auto& piece : pieces) {
+    if (piece.empty()) continue;
+    target.pieces.push_back(piece);
+    target.bytes += piece.size();
+  }
+  return recv_data(peer, tag, sig, std::move(target));
+}
+
+void TcpTransport::RecvTarget::fill(const std::byte* src) const {
+  if (pieces.empty()) {
+    if (bytes > 0) std::memcpy(buffer.data(), src, bytes);
+    return;
+  }
+  for (const auto& piece : pieces) {
+    std::memcpy(piece.data(), src, piece.size());
+    src += piece.size();
+  }
+}
+
+RequestPtr TcpTransport::recv_data(int peer, uint32_t tag, const CallSignature& sig,
+                                   RecvTarget target) {
   CHORUS_CHECK(peer >= 0 && peer < options_.size && peer != options_.rank,
                "rank {} cannot receive from peer {} (world size {})", options_.rank, peer,
                options_.size);
-  auto request = std::make_shared<Request>(peer, false, tag, sig, data.size());
+  auto request = std::make_shared<Request>(peer, false, tag, sig, target.bytes);
   std::lock_guard lock(mu_);
   if (refused_locked(tag, sig)) {
     request->completion().fail(failure_.error);
@@ -155,17 +180,17 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
   for (;;) {
     auto unexpected = p.unexpected.find(tag);
     if (unexpected != p.unexpected.end() && !unexpected->second.empty())
-      return irecv_unexpected_locked(peer, request, data);
+      return irecv_unexpected_locked(peer, request, target);
     if (!p.rx.awaiting_recv) break;
     if (p.rx.header.tag == tag) {
       // The frame held back in the socket is this receive's: read it into place.
       RxState& rx = p.rx;
       rx.awaiting_recv = false;
-      if (!(rx.header.sig == sig) || rx.length != data.size()) {
+      if (!(rx.header.sig == sig) || rx.length != target.bytes) {
         request->completion().fail(
-            mismatch_error(peer, rx.header.sig, rx.length, sig, data.size()));
+            mismatch_error(peer, rx.header.sig, rx.length, sig, target.bytes));
       } else {
-        rx.dst = data.data();
+        rx.aim(target);
         rx.request = request;
       }
       update_interest(peer);
@@ -192,7 +217,7 @@ RequestPtr TcpTransport::irecv(int peer, uint32_t tag, const CallSignature& sig,
                              options_.rank, peer)));
     return request;
   }
-  p.posted[tag].push_back(PostedRecv{request, data});
+  p.posted[tag].push_back(PostedRecv{request, std::move(target)});
   return request;
 }
 

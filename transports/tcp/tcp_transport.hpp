@@ -7,9 +7,10 @@
 // listener stays open: later or foreign connections are handshaken, refused
 // and logged without disturbing the job.
 //
-// Data: frames (wire.hpp). A send is written from the user's buffer (writev of
-// header + data); a receive that is already posted when its frame arrives is
-// read straight into the user's buffer once the payload reaches
+// Data: frames (wire.hpp). A send is written from the user's buffer (sendmsg
+// of header + data, or + a gather send's pieces); a receive that is already
+// posted when its frame arrives is read straight into the user's buffer (or
+// a scatter receive's pieces) once the payload reaches
 // CHORUS_TCP_ZERO_COPY_MIN; smaller frames come through a staging buffer.
 // Frames that arrive before their receive is posted are kept as unexpected.
 //
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <sys/epoll.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <deque>
@@ -52,6 +54,9 @@ namespace chorus::tcp {
 
 // The tcp subsystem's logger (one for the transport's files).
 spdlog::logger& log();
+
+// The most iovec entries one sendmsg or recvmsg is given.
+inline constexpr int kMaxIov = 128;
 
 struct TcpOptions {
   int rank = 0;
@@ -89,6 +94,10 @@ class TcpTransport final : public Transport {
   bool gathers_sends(int) const override { return true; }
   RequestPtr isend_gather(int peer, uint32_t tag, const CallSignature& sig,
                           std::span<const std::span<const std::byte>> pieces) override;
+  // recvmsg fills the pieces as they lie, from the socket or the staging buffer.
+  bool scatters_recvs(int) const override { return true; }
+  RequestPtr irecv_scatter(int peer, uint32_t tag, const CallSignature& sig,
+                           std::span<const std::span<std::byte>> pieces) override;
   bool poll() override;
   void drain_input() override;
   void spin_begin() override;
@@ -140,9 +149,20 @@ class TcpTransport final : public Transport {
   };
   // isend and isend_gather: `op` with its payload set.
   RequestPtr send_data(int peer, uint32_t tag, const CallSignature& sig, SendOp op);
+  // Where a receive's payload goes: one buffer, or (a scatter receive)
+  // pieces in order, none of them empty.
+  struct RecvTarget {
+    std::span<std::byte> buffer;
+    std::vector<std::span<std::byte>> pieces;  // in place of buffer when not empty
+    std::size_t bytes = 0;                     // the payload's length: theirs together
+    // bytes from src into the target.
+    void fill(const std::byte* src) const;
+  };
+  // irecv and irecv_scatter.
+  RequestPtr recv_data(int peer, uint32_t tag, const CallSignature& sig, RecvTarget target);
   struct PostedRecv {
     RequestPtr request;
-    std::span<std::byte> buffer;
+    RecvTarget target;
   };
   struct Unexpected {
     FrameHeader header;
@@ -154,6 +174,10 @@ class TcpTransport final : public Transport {
     bool in_payload = false;
     FrameHeader header{};
     std::byte* dst = nullptr;  // null: discard the payload
+    // A scatter receive's pieces (dst: the first one's data), filled in order;
+    // the next byte goes to pieces[piece] at piece_at. Empty for any other frame.
+    std::vector<std::span<std::byte>> pieces;
+    std::size_t piece = 0, piece_at = 0;
     std::size_t length = 0, received = 0;
     RequestPtr request;  // the posted receive being filled, if any
     bool keep = false;   // payload goes to `holding` (unexpected / abort reason)
@@ -163,6 +187,16 @@ class TcpTransport final : public Transport {
     bool awaiting_recv = false;
     Clock::time_point parked_since;  // when awaiting_recv was set
     std::vector<std::byte> holding;  // unexpected payload or abort reason
+
+    // The payload goes to `target` (a posted receive's).
+    void aim(const RecvTarget& target);
+    // n bytes of the payload arrived from src: into place (none when dst is null).
+    void store(const std::byte* src, std::size_t n);
+    // Reads up to `left` bytes of the payload from the socket straight into
+    // place (dst set); recv's result.
+    ssize_t read_direct(int fd, std::size_t left);
+    // Moves the pieces' cursor n bytes on, copying them from src when given.
+    void advance_pieces(std::size_t n, const std::byte* src);
   };
   // Asking a peer whose stream ended whether it is alive (tcp_probe.cpp).
   struct Probe {
@@ -287,8 +321,7 @@ class TcpTransport final : public Transport {
                             const CallSignature& sig, chorus_result_t code,
                             const Deadline& deadline, std::vector<std::byte>* result);
   // A receive completed from the front of peer's unexpected frames of its tag.
-  RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request,
-                                     std::span<std::byte> data);
+  RequestPtr irecv_unexpected_locked(int peer, const RequestPtr& request, const RecvTarget& target);
   // The frame parked in the socket is read into `holding` (kept as unexpected).
   void set_aside_parked(int peer);
   static bool has_posted_locked(const Peer& p);
