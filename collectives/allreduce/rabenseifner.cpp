@@ -22,6 +22,15 @@
 // (common/exchange.hpp). A large call may run as steps 1-4 once per round
 // of the buffer (ctx.ring_round_bytes, common/slices.hpp), as the ring does.
 //
+// In parts (CollectiveCall::scattered, collectives/scattered.hpp): the same
+// messages, read and written where the parts lie (common/parts_io.hpp).
+// Sends read the outputs as gather sends, packed into scratch where the
+// transport cannot gather; the halving rounds' segments are reduced from
+// staging into the outputs; the doubling rounds' and the unfold's land in
+// the outputs by scatter receives, or are staged and copied where the
+// transport cannot scatter. Over TCP that is no copy of its own, against
+// two of the whole call for packing it around the algorithm.
+//
 // Bytes on the wire per core rank: 2 (p - 1) / p * B sent and received, in
 // 2 log2(p) rounds (+ B each way and 2 rounds when n is not a power of two):
 // the ring's bandwidth in log2(p) rather than n - 1 steps. N < p leaves some
@@ -35,6 +44,7 @@
 #include "base/core/log.hpp"
 #include "collectives/allreduce/recursive_doubling.hpp"
 #include "collectives/common/exchange.hpp"
+#include "collectives/common/parts_io.hpp"
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/slices.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
@@ -101,21 +111,140 @@ void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, st
   fold_extra_out(ctx, mine);
 }
 
+// Steps 1-4 over `count` elements of the parts from byte `base`: the same
+// messages as rabenseifner_whole's, read and written where the parts lie.
+// Sends read the outputs (gathered, or packed where the transport cannot);
+// received segments are reduced from staging into the outputs, and the
+// allgather's and the unfold's land straight in them (scatter receives,
+// else staged and copied).
+void rabenseifner_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& parts,
+                              std::size_t base, std::size_t count, DataType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const int rank = ctx.rank();
+  const std::size_t e = dtype_size(dtype);
+  const Range all{0, count};
+  auto stretches = [&](Range r, auto&& fn) {
+    parts.for_each(base + r.offset * e, r.count * e, fn);
+  };
+  if (!parts.in_place())
+    stretches(all, [](const std::byte* in, std::byte* out, std::size_t b) {
+      if (in != out) std::memcpy(out, in, b);
+    });
+  if (n == 1) return;
+  const ReduceFn reduce = reduce_fn(dtype, op);
+  std::byte* staging = ctx.scratch.get(scratch_slot::small_exchange, count * e).data();
+  // theirs into the outputs of r, the lower rank's operand first.
+  auto reduce_into = [&](Range r, const std::byte* theirs, bool mine_first) {
+    stretches(r, [&](const std::byte*, std::byte* out, std::size_t b) {
+      if (mine_first)
+        reduce(out, out, theirs, b / e);
+      else
+        reduce(out, theirs, out, b / e);
+      theirs += b;
+    });
+  };
+  // Sends of segments of `window` of the outputs to `peer`.
+  auto sender = [&](int peer, Range window) {
+    std::byte* packed = ctx.gathers_sends(peer)
+                            ? nullptr
+                            : ctx.scratch.get(scratch_slot::parts_packed, window.count * e).data();
+    return [&ctx, &parts, peer, packed, window, base, e](Range seg) {
+      return send_parts(ctx, peer, parts, false, base + seg.offset * e, seg.count * e,
+                        packed ? packed + (seg.offset - window.offset) * e : nullptr);
+    };
+  };
+  // Receives segments of the outputs from `peer` into place: scattered, or
+  // staged at `staging` (window's start) and copied.
+  auto receiver = [&](Exchange& x) {
+    if (ctx.scatters_recvs(x.peer)) {
+      x.recv_placed = [&ctx, &parts, &x, base, e](Range seg) {
+        return recv_parts(ctx, x.peer, parts, base + seg.offset * e, seg.count * e);
+      };
+    } else {
+      x.in_base = staging;
+      x.landed = [&parts, base, e](Range seg, std::byte* data) {
+        parts.unpack(base + seg.offset * e, seg.count * e, data);
+      };
+    }
+  };
+
+  // Step 1 (fold_extra_in's messages).
+  const int extra = patterns::rd_extra_partner(rank, n);
+  if (patterns::rd_is_extra(rank, n)) {
+    ctx.wait(sender(extra, all)(all));
+    Exchange x;  // receives only: the result
+    x.peer = extra;
+    x.elem_size = e;
+    x.in = all;
+    receiver(x);
+    if (x.recv_placed) {
+      ctx.wait(x.recv_placed(all));
+    } else {
+      ctx.wait(ctx.recv(extra, {staging, count * e}));
+      x.landed(all, staging);
+    }
+    return;  // AVG applied by the partner
+  }
+  if (extra >= 0) {
+    ctx.wait(ctx.recv(extra, {staging, count * e}));
+    reduce_into(all, staging, true);  // rank < extra
+  }
+
+  const int p = patterns::pow2_floor(n);
+  const int rounds = patterns::rd_rounds(n);
+  const auto chunks = patterns::balanced_chunks(count, p);
+  for (int k = 0; k < rounds; ++k) {
+    const int w = patterns::rh_width(p, k);
+    const int partner = rank ^ w;
+    Exchange x;
+    x.peer = partner;
+    x.elem_size = e;
+    x.out = patterns::window_range(chunks, patterns::window_of(partner, w));
+    x.send_placed = sender(partner, x.out);
+    x.in_base = staging;
+    x.in = patterns::window_range(chunks, patterns::window_of(rank, w));
+    x.landed = [&](Range seg, std::byte* theirs) { reduce_into(seg, theirs, rank < partner); };
+    run_exchange(ctx, x);
+  }
+  if (op == ReduceOp::avg)
+    stretches(chunks[static_cast<std::size_t>(rank)],
+              [&](const std::byte*, std::byte* out, std::size_t b) {
+                scale_for_avg(out, b / e, dtype, n);
+              });
+  for (int k = 0; k < rounds; ++k) {
+    const int partner = patterns::rd_round_partner(rank, k);
+    Exchange x;
+    x.peer = partner;
+    x.elem_size = e;
+    x.out = patterns::window_range(chunks, patterns::window_of(rank, 1 << k));
+    x.send_placed = sender(partner, x.out);
+    x.in = patterns::window_range(chunks, patterns::window_of(partner, 1 << k));
+    receiver(x);
+    run_exchange(ctx, x);
+  }
+  if (extra >= 0) ctx.wait(sender(extra, all)(all));  // step 4 (fold_extra_out's message)
+}
+
 // Steps 1-4 once per round of the buffer (patterns::ring_round_elems) when
 // ctx.ring_round_bytes asks for rounds, else once.
+// (In parts when `parts` is set: send and recv are then unused.)
 void rabenseifner_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
-                            DataType dtype, ReduceOp op) {
+                            DataType dtype, ReduceOp op, const ScatteredBuffers* parts) {
   static spdlog::logger& log = logger("coll");
   const std::size_t e = dtype_size(dtype);
   const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
   log.debug(
-      "rabenseifner allreduce: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} "
+      "rabenseifner allreduce{}: {} ranks, count {} ({}, {}), segment {} bytes, rounds of {} "
       "elements",
-      ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round);
+      parts ? fmt::format(" in {} parts", parts->size()) : "", ctx.size(), count, dtype_name(dtype),
+      op_name(op), ctx.segment_bytes, round);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   for_each_slice(count, round, [&](std::size_t at, std::size_t m) {
-    rabenseifner_whole(ctx, in + at * e, out + at * e, m, dtype, op);
+    if (parts)
+      rabenseifner_parts_whole(ctx, *parts, at * e, m, dtype, op);
+    else
+      rabenseifner_whole(ctx, in + at * e, out + at * e, m, dtype, op);
   });
 }
 
@@ -147,7 +276,11 @@ extern const AlgorithmSpec rabenseifner_allreduce_spec{
     runs_anywhere,
     rabenseifner_estimate,
     [](CollectiveContext& ctx, const CollectiveCall& c, const CallShape&) {
-      rabenseifner_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op);
-    }};
+      rabenseifner_allreduce(ctx, c.send, c.recv, c.count, c.dtype, c.op, c.scattered);
+    },
+    /*one_verdict=*/false,
+    /*commit_point=*/false,
+    /*run_wire=*/nullptr,
+    /*takes_parts=*/true};
 
 }  // namespace chorus

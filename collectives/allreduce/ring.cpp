@@ -7,6 +7,7 @@
 #include "collectives/allgather/ring.hpp"
 #include "collectives/allreduce/wire_ring.hpp"
 #include "collectives/call.hpp"
+#include "collectives/common/parts_io.hpp"
 #include "collectives/common/ring_pipeline.hpp"
 #include "collectives/common/scratch_slots.hpp"
 #include "collectives/common/slices.hpp"
@@ -30,22 +31,6 @@ void ring_allreduce_whole(CollectiveContext& ctx, const std::byte* send, std::by
   ring_reduce_scatter_chunks(ctx, send, recv, result, chunks, dtype, op);
   if (op == ReduceOp::avg && own.count > 0) scale_for_avg(result, own.count, dtype, n);
   ring_allgather_chunks(ctx, recv, chunks, e);
-}
-
-// Sends the call's bytes [offset, offset + length) of the parts (their
-// inputs, or their outputs) to `peer` as one message: a gather send, or
-// packed into `packed` first (null: gather).
-RequestPtr send_stretch(CollectiveContext& ctx, int peer, const ScatteredBuffers& parts,
-                        bool inputs, std::size_t offset, std::size_t length, std::byte* packed) {
-  if (packed || length == 0) {
-    parts.pack(offset, length, packed, !inputs);
-    return ctx.send(peer, {packed, length});
-  }
-  std::vector<std::span<const std::byte>> pieces;
-  parts.for_each(offset, length, [&](const std::byte* in, std::byte* out, std::size_t n) {
-    pieces.emplace_back(inputs ? in : out, n);
-  });
-  return ctx.send_gather(peer, pieces);
 }
 
 // One ring allreduce of the `count` elements of the parts from byte `base`.
@@ -74,14 +59,14 @@ void ring_allreduce_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& 
   auto stage = [&](int first_chunk, bool inputs) {
     const patterns::Range first = chunks[static_cast<std::size_t>(first_chunk)];
     std::byte* packed =
-        gather ? nullptr : ctx.scratch.get(scratch_slot::ring_packed_first, first.count * e).data();
+        gather ? nullptr : ctx.scratch.get(scratch_slot::parts_packed, first.count * e).data();
     RingPipeline p;
     p.chunks = chunks;
     p.elem_size = e;
     p.first_chunk = first_chunk;
     p.send_first = [&ctx, &parts, right, inputs, base, e, first, packed](patterns::Range seg) {
-      return send_stretch(ctx, right, parts, inputs, base + seg.offset * e, seg.count * e,
-                          packed ? packed + (seg.offset - first.offset) * e : nullptr);
+      return send_parts(ctx, right, parts, inputs, base + seg.offset * e, seg.count * e,
+                        packed ? packed + (seg.offset - first.offset) * e : nullptr);
     };
     p.staging_slot = scratch_slot::ring_staging;
     p.forwards_staging = true;
@@ -105,10 +90,19 @@ void ring_allreduce_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& 
     });
 
   RingPipeline ag = stage(patterns::ag_send_chunk(rank, n, 0), false);
-  ag.consume = [&](int, int, patterns::Range seg, std::byte* data) -> const std::byte* {
-    parts.unpack(base + seg.offset * e, seg.count * e, data);
-    return data;
-  };
+  const int left = patterns::ring_left(rank, n);
+  if (gather && ctx.scatters_recvs(left)) {
+    // Each segment lands in the outputs and is forwarded from there.
+    ag.recv_placed = [&](patterns::Range seg) {
+      return recv_parts(ctx, left, parts, base + seg.offset * e, seg.count * e);
+    };
+    ag.forward_placed = ag.send_first;
+  } else {
+    ag.consume = [&](int, int, patterns::Range seg, std::byte* data) -> const std::byte* {
+      parts.unpack(base + seg.offset * e, seg.count * e, data);
+      return data;
+    };
+  }
   run_ring_pipeline(ctx, ag);
 }
 
@@ -119,12 +113,14 @@ void ring_allreduce_parts(CollectiveContext& ctx, const ScatteredBuffers& parts,
   static spdlog::logger& log = logger("coll");
   const std::size_t e = dtype_size(dtype);
   const std::size_t round = patterns::ring_round_elems(count, e, ctx.ring_round_bytes);
+  const int n = ctx.size(), rank = ctx.rank();
+  const bool gather = n > 1 && ctx.gathers_sends(patterns::ring_right(rank, n));
+  const bool scatter = gather && ctx.scatters_recvs(patterns::ring_left(rank, n));
   log.debug(
       "ring allreduce in {} parts: {} ranks, count {} ({}, {}), segment {} bytes, rounds "
-      "of {} elements, {} sends",
-      parts.size(), ctx.size(), count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round,
-      ctx.size() > 1 && ctx.gathers_sends(patterns::ring_right(ctx.rank(), ctx.size())) ? "gather"
-                                                                                        : "packed");
+      "of {} elements, {} sends, {} receives",
+      parts.size(), n, count, dtype_name(dtype), op_name(op), ctx.segment_bytes, round,
+      gather ? "gather" : "packed", scatter ? "scatter" : "staged");
   for_each_slice(count, round, [&](std::size_t at, std::size_t m) {
     ring_allreduce_parts_whole(ctx, parts, at * e, m, dtype, op);
   });

@@ -27,13 +27,16 @@
 // steps and bytes, read and written where the parts lie. Reduce-scatter
 // reduces each received segment into its staging slot against the parts'
 // inputs (the owner's chunk straight into their outputs) and forwards from
-// staging; allgather receives into staging, copies each segment into the
-// outputs and forwards from staging. Each stage's first chunk goes out as
-// one gather send per segment (Transport::gathers_sends: sendmsg reads the
-// parts themselves), or packed into scratch where the transport cannot.
+// staging. Each stage's first chunk goes out as one gather send per segment
+// (Transport::gathers_sends: sendmsg reads the parts themselves), or packed
+// into scratch where the transport cannot. Allgather receives each segment
+// straight into the outputs with a scatter receive (Transport::
+// scatters_recvs: recvmsg fills the parts) and forwards it from there with
+// a gather send; where the transport cannot do both, it receives into
+// staging, copies each segment into the outputs and forwards from staging.
 // Against packing the whole call around the algorithm (two copies of N),
-// that leaves one copy of (n - 1) / n of N, from the staging slots, which
-// the allgather's receives would need anyway without a scatter receive.
+// that leaves no copy in user space over TCP (the kernel's own stay), and
+// one of (n - 1) / n of N elsewhere.
 //
 // Bytes on the wire per rank: 2 (n - 1) / n * N * elem sent and received
 // (busbw = algbw * 2 (n - 1) / n), in 2 (n - 1) * ceil(chunk / segment)

@@ -23,7 +23,8 @@ void run_exchange(CollectiveContext& ctx, const Exchange& x) {
   std::size_t posted = 0;
   auto post = [&] {
     const patterns::Range sg = incoming(posted);
-    recvs[posted % kRecvWindow] = ctx.recv(x.peer, {landing(sg), sg.count * e});
+    recvs[posted % kRecvWindow] =
+        x.recv_placed ? x.recv_placed(sg) : ctx.recv(x.peer, {landing(sg), sg.count * e});
     ++posted;
   };
   while (posted < nin && posted < kRecvWindow) post();
@@ -31,7 +32,8 @@ void run_exchange(CollectiveContext& ctx, const Exchange& x) {
   sends.reserve(nout);
   for (std::size_t k = 0; k < nout; ++k) {
     const patterns::Range sg = patterns::segment(x.out, seg_elems, k);
-    sends.push_back(ctx.send(x.peer, {x.out_base + sg.offset * e, sg.count * e}));
+    sends.push_back(x.send_placed ? x.send_placed(sg)
+                                  : ctx.send(x.peer, {x.out_base + sg.offset * e, sg.count * e}));
   }
   std::size_t checked = 0;  // sends[0, checked) are known to have succeeded
   for (std::size_t k = 0; k < nin; ++k) {
@@ -40,7 +42,7 @@ void run_exchange(CollectiveContext& ctx, const Exchange& x) {
     r.reset();
     if (posted < nin) post();
     const patterns::Range sg = incoming(k);
-    if (x.landed) x.landed(sg, landing(sg));
+    if (x.landed) x.landed(sg, x.recv_placed ? nullptr : landing(sg));
     while (checked < sends.size() && sends[checked]->done())
       sends[checked++]->completion().rethrow_if_failed();
   }

@@ -28,6 +28,11 @@ struct Exchange {
   patterns::Range in;
   // Called with each received segment (absolute element range) and where it landed.
   std::function<void(patterns::Range seg, std::byte* data)> landed;
+  // If set, send or receive each segment (absolute element range) themselves,
+  // in place of reading out_base or landing at in_base (a call in parts:
+  // common/parts_io.hpp); landed then gets null data.
+  std::function<RequestPtr(patterns::Range seg)> send_placed;
+  std::function<RequestPtr(patterns::Range seg)> recv_placed;
 };
 
 void run_exchange(CollectiveContext& ctx, const Exchange& x);

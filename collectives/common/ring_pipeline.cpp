@@ -53,7 +53,8 @@ void run_ring_pipeline(CollectiveContext& ctx, const RingPipeline& p) {
   const std::size_t slots = std::min(window, total);
   const std::size_t slot_bytes = max_seg_elems * e;
   std::byte* staging = nullptr;
-  if (!p.direct_recv) staging = ctx.scratch.get(p.staging_slot, slots * slot_bytes).data();
+  if (!p.direct_recv && !p.recv_placed)
+    staging = ctx.scratch.get(p.staging_slot, slots * slot_bytes).data();
   const std::byte* staging_end = staging + slots * slot_bytes;
 
   std::vector<Slot> ring(slots);
@@ -83,9 +84,14 @@ void run_ring_pipeline(CollectiveContext& ctx, const RingPipeline& p) {
       sl.step = post_step;
       sl.chunk = chunk;
       sl.seg = patterns::segment(c, seg_elems, post_index);
-      sl.data = p.direct_recv ? p.direct_recv + sl.seg.offset * e
-                              : staging + (posted % slots) * slot_bytes;
-      sl.recv = ctx.recv(left, {sl.data, sl.seg.count * e});
+      if (p.recv_placed) {
+        sl.data = nullptr;
+        sl.recv = p.recv_placed(sl.seg);
+      } else {
+        sl.data = p.direct_recv ? p.direct_recv + sl.seg.offset * e
+                                : staging + (posted % slots) * slot_bytes;
+        sl.recv = ctx.recv(left, {sl.data, sl.seg.count * e});
+      }
       if (++post_index == patterns::segment_count(c.count, seg_elems)) {
         ++post_step;
         post_index = 0;
@@ -109,9 +115,10 @@ void run_ring_pipeline(CollectiveContext& ctx, const RingPipeline& p) {
     Slot& sl = ring[j % slots];
     wait_request(ctx, sl.recv);
     sl.recv.reset();
-    const std::byte* fwd = p.consume(sl.step, sl.chunk, sl.seg, sl.data);
+    const std::byte* fwd = p.consume ? p.consume(sl.step, sl.chunk, sl.seg, sl.data) : sl.data;
     if (sl.step < n - 2) {
-      RequestPtr req = ctx.send(right, {fwd, sl.seg.count * e});
+      RequestPtr req =
+          p.forward_placed ? p.forward_placed(sl.seg) : ctx.send(right, {fwd, sl.seg.count * e});
       const auto at = reinterpret_cast<std::uintptr_t>(fwd);
       if (p.forwards_staging && sl.seg.count > 0 &&
           at >= reinterpret_cast<std::uintptr_t>(staging) &&

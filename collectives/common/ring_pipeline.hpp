@@ -40,11 +40,16 @@ struct RingPipeline {
   // buffer in parts (collectives/scattered.hpp) sends from where they lie.
   std::function<RequestPtr(patterns::Range seg)> send_first;
   std::byte* direct_recv = nullptr;  // if set, segments land at direct_recv + offset * elem_size
-  int staging_slot = 0;              // else in this scratch slot
-  bool forwards_staging = false;     // consume() may return pointers into staging
+  // If set, receives each segment into place itself (a scatter receive into
+  // a buffer in parts): no staging, consume (if any) gets null data, and
+  // forward_placed forwards it.
+  std::function<RequestPtr(patterns::Range seg)> recv_placed;
+  std::function<RequestPtr(patterns::Range seg)> forward_placed;
+  int staging_slot = 0;           // else in this scratch slot
+  bool forwards_staging = false;  // consume() may return pointers into staging
   // Called once per received segment, in stream order, with its step, chunk,
   // absolute element range and data; returns where to forward it from at the
-  // next step (ignored at the last step).
+  // next step (ignored at the last step). Unset: forwarded as it arrived.
   std::function<const std::byte*(int step, int chunk, patterns::Range seg, std::byte* data)>
       consume;
 };

@@ -15,8 +15,9 @@ inline constexpr int tree_incoming = 4;  // binomial reduce: a child's partial r
 inline constexpr int owned_chunk = 5;    // ring reduce: a non-root's reduced chunk
 inline constexpr int wire = 6;  // compression on the wire: the call's data in the wire dtype
 inline constexpr int hierarchy_blocks = 7;  // hierarchical allgather: every block, in host order
-inline constexpr int ring_packed_first =
-    8;  // ring allreduce in parts: the chunk it sends first, packed (no gather sends)
+// A call in parts (common/parts_io.hpp) over a transport without gather
+// sends: what one stage or exchange sends, packed.
+inline constexpr int parts_packed = 8;
 inline constexpr int kFirstFreeSlot = 9;
 
 }  // namespace chorus::scratch_slot
