@@ -56,6 +56,28 @@ namespace {
 
 using patterns::Range;
 
+// Step 2's round k on core rank `rank` of p: its partner, the partner's
+// window to send, its own to keep and reduce into.
+Exchange halving_round(std::span<const Range> chunks, int rank, int p, int k, std::size_t e) {
+  const int w = patterns::rh_width(p, k);
+  Exchange x;
+  x.peer = rank ^ w;
+  x.elem_size = e;
+  x.out = patterns::window_range(chunks, patterns::window_of(x.peer, w));
+  x.in = patterns::window_range(chunks, patterns::window_of(rank, w));
+  return x;
+}
+
+// Step 3's round k: its partner, its own window to send, the partner's to receive.
+Exchange doubling_round(std::span<const Range> chunks, int rank, int k, std::size_t e) {
+  Exchange x;
+  x.peer = patterns::rd_round_partner(rank, k);
+  x.elem_size = e;
+  x.out = patterns::window_range(chunks, patterns::window_of(rank, 1 << k));
+  x.in = patterns::window_range(chunks, patterns::window_of(x.peer, 1 << k));
+  return x;
+}
+
 // One whole allreduce (steps 1-4) of `count` elements.
 void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                         DataType dtype, ReduceOp op) {
@@ -75,15 +97,10 @@ void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, st
   const int rounds = patterns::rd_rounds(n);
   const auto chunks = patterns::balanced_chunks(count, p);
   for (int k = 0; k < rounds; ++k) {
-    const int w = patterns::rh_width(p, k);
-    const int partner = rank ^ w;
-    Exchange x;
-    x.peer = partner;
-    x.elem_size = e;
+    Exchange x = halving_round(chunks, rank, p, k, e);
+    const int partner = x.peer;
     x.out_base = result;
-    x.out = patterns::window_range(chunks, patterns::window_of(partner, w));
     x.in_base = staging.data();
-    x.in = patterns::window_range(chunks, patterns::window_of(rank, w));
     x.landed = [&](Range seg, std::byte* theirs) {
       std::byte* own = result + seg.offset * e;
       if (seg.count == 0) return;
@@ -98,13 +115,8 @@ void rabenseifner_whole(CollectiveContext& ctx, const void* send, void* recv, st
   if (op == ReduceOp::avg && own.count > 0)
     scale_for_avg(result + own.offset * e, own.count, dtype, n);
   for (int k = 0; k < rounds; ++k) {
-    const int partner = patterns::rd_round_partner(rank, k);
-    Exchange x;
-    x.peer = partner;
-    x.elem_size = e;
+    Exchange x = doubling_round(chunks, rank, k, e);
     x.out_base = result;
-    x.out = patterns::window_range(chunks, patterns::window_of(rank, 1 << k));
-    x.in = patterns::window_range(chunks, patterns::window_of(partner, 1 << k));
     x.in_base = result + x.in.offset * e;
     run_exchange(ctx, x);
   }
@@ -153,12 +165,12 @@ void rabenseifner_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& pa
                         packed ? packed + (seg.offset - window.offset) * e : nullptr);
     };
   };
-  // Receives segments of the outputs from `peer` into place: scattered, or
-  // staged at `staging` (window's start) and copied.
+  // x's received segments into place in the outputs: scattered, or staged
+  // at `staging` (x.in's start) and copied.
   auto receiver = [&](Exchange& x) {
     if (ctx.scatters_recvs(x.peer)) {
-      x.recv_placed = [&ctx, &parts, &x, base, e](Range seg) {
-        return recv_parts(ctx, x.peer, parts, base + seg.offset * e, seg.count * e);
+      x.recv_placed = [&ctx, &parts, peer = x.peer, base, e](Range seg) {
+        return recv_parts(ctx, peer, parts, base + seg.offset * e, seg.count * e);
       };
     } else {
       x.in_base = staging;
@@ -172,16 +184,11 @@ void rabenseifner_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& pa
   const int extra = patterns::rd_extra_partner(rank, n);
   if (patterns::rd_is_extra(rank, n)) {
     ctx.wait(sender(extra, all)(all));
-    Exchange x;  // receives only: the result
-    x.peer = extra;
-    x.elem_size = e;
-    x.in = all;
-    receiver(x);
-    if (x.recv_placed) {
-      ctx.wait(x.recv_placed(all));
+    if (ctx.scatters_recvs(extra)) {  // the result
+      ctx.wait(recv_parts(ctx, extra, parts, base, count * e));
     } else {
       ctx.wait(ctx.recv(extra, {staging, count * e}));
-      x.landed(all, staging);
+      parts.unpack(base, count * e, staging);
     }
     return;  // AVG applied by the partner
   }
@@ -194,16 +201,11 @@ void rabenseifner_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& pa
   const int rounds = patterns::rd_rounds(n);
   const auto chunks = patterns::balanced_chunks(count, p);
   for (int k = 0; k < rounds; ++k) {
-    const int w = patterns::rh_width(p, k);
-    const int partner = rank ^ w;
-    Exchange x;
-    x.peer = partner;
-    x.elem_size = e;
-    x.out = patterns::window_range(chunks, patterns::window_of(partner, w));
-    x.send_placed = sender(partner, x.out);
+    Exchange x = halving_round(chunks, rank, p, k, e);
+    const bool mine_first = rank < x.peer;
+    x.send_placed = sender(x.peer, x.out);
     x.in_base = staging;
-    x.in = patterns::window_range(chunks, patterns::window_of(rank, w));
-    x.landed = [&](Range seg, std::byte* theirs) { reduce_into(seg, theirs, rank < partner); };
+    x.landed = [&](Range seg, std::byte* theirs) { reduce_into(seg, theirs, mine_first); };
     run_exchange(ctx, x);
   }
   if (op == ReduceOp::avg)
@@ -212,13 +214,8 @@ void rabenseifner_parts_whole(CollectiveContext& ctx, const ScatteredBuffers& pa
                 scale_for_avg(out, b / e, dtype, n);
               });
   for (int k = 0; k < rounds; ++k) {
-    const int partner = patterns::rd_round_partner(rank, k);
-    Exchange x;
-    x.peer = partner;
-    x.elem_size = e;
-    x.out = patterns::window_range(chunks, patterns::window_of(rank, 1 << k));
-    x.send_placed = sender(partner, x.out);
-    x.in = patterns::window_range(chunks, patterns::window_of(partner, 1 << k));
+    Exchange x = doubling_round(chunks, rank, k, e);
+    x.send_placed = sender(x.peer, x.out);
     receiver(x);
     run_exchange(ctx, x);
   }
