@@ -49,6 +49,13 @@ TEST_CASE("fused allreduce: 200 named tensors in a different order on every rank
         auto results = run(
             n,
             [&](int rank, chorus_comm_t comm) -> int {
+              // Not a stall test: on a loaded machine (a sanitizer build in
+              // CI) a rank may wait longer than this binary's
+              // CHORUS_FUSION_STALL_S=1 for the others, and a stall check is
+              // a round that exchanges names (5 against 3 under ASan).
+              chorus_fusion_options_t options = CHORUS_FUSION_OPTIONS_INITIALIZER;
+              options.stall_s = 60;
+              if (chorus_fusion_configure(comm, &options) != CHORUS_SUCCESS) return 5;
               std::vector<std::vector<uint8_t>> send(plan.size()), recv(plan.size());
               for (std::size_t t = 0; t < plan.size(); ++t) {
                 send[t].resize(plan[t].count * elem_size(plan[t].dtype));
