@@ -118,7 +118,8 @@ using FusedPtr = std::shared_ptr<FusedTensor>;
 // (2026-12-03). Where it reads them where they lie, none are: 64 x 64K
 // apart over shared memory, 1.0x of one buffer fused against 2.0x alone;
 // over TCP (the ring in parts) 64 x 64K, 256K and 1M in one bucket took
-// 0.94x, 0.84x and 1.05x of the time alone (2026-12-06, docs/benchmarks.md).
+// 0.94x, 0.84x and 1.05x of the time alone at 2 ranks, 64K and 256K 0.67x
+// and 0.64x at 4 (Rabenseifner in parts) (2026-12-06, docs/benchmarks.md).
 inline constexpr std::size_t kPackedAloneBytes = 64 << 10;
 
 struct EngineOptions {
