@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
@@ -15,14 +16,14 @@
 
 namespace chorus::tcp {
 
-void TcpTransport::RxState::aim(const RecvTarget& target) {
+void TcpTransport::RxState::aim(RecvTarget target) {
   piece = piece_at = 0;
   if (target.pieces.empty()) {
     dst = target.buffer.data();
     pieces.clear();
     return;
   }
-  pieces = target.pieces;
+  pieces = std::move(target.pieces);
   dst = pieces.front().data();
 }
 
@@ -51,18 +52,20 @@ void TcpTransport::RxState::store(const std::byte* src, std::size_t n) {
   received += n;
 }
 
-ssize_t TcpTransport::RxState::read_direct(int fd, std::size_t left) {
+ssize_t TcpTransport::RxState::read_direct(int fd, std::size_t left, std::size_t& asked) {
   ssize_t n;
   if (pieces.empty()) {
+    asked = left;
     n = ::recv(fd, dst + received, left, MSG_DONTWAIT);
   } else {
     iovec iov[kMaxIov];
     int n_iov = 0;
+    asked = 0;
     std::size_t at = piece_at;
-    for (std::size_t i = piece; i < pieces.size() && n_iov < kMaxIov && left > 0; ++i) {
-      const std::size_t k = std::min(pieces[i].size() - at, left);
+    for (std::size_t i = piece; i < pieces.size() && n_iov < kMaxIov && asked < left; ++i) {
+      const std::size_t k = std::min(pieces[i].size() - at, left - asked);
       iov[n_iov++] = {pieces[i].data() + at, k};
-      left -= k;
+      asked += k;
       at = 0;
     }
     msghdr msg{};
@@ -75,6 +78,7 @@ ssize_t TcpTransport::RxState::read_direct(int fd, std::size_t left) {
   if (!pieces.empty()) advance_pieces(static_cast<std::size_t>(n), nullptr);
   return n;
 }
+
 // Reads everything the socket has: headers and small payloads through the
 // staging buffer, large payloads straight into their destination.
 void TcpTransport::pump_rx(int peer) {
@@ -97,9 +101,10 @@ void TcpTransport::pump_rx(int peer) {
       std::size_t left = rx.length - rx.received;
       if (rx.dst && left >= options_.zero_copy_min) {
         if (drained) return;
-        ssize_t n = rx.read_direct(p.fd.get(), left);
+        std::size_t asked = 0;
+        ssize_t n = rx.read_direct(p.fd.get(), left, asked);
         if (n > 0) {
-          drained = static_cast<std::size_t>(n) < left;
+          drained = static_cast<std::size_t>(n) < asked;
           continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -173,13 +178,13 @@ void TcpTransport::on_header(int peer) {
   if (type == FrameType::data && !refused) {
     auto posted = p.posted.find(rx.header.tag);
     if (posted != p.posted.end() && !posted->second.empty()) {
-      PostedRecv recv = posted->second.front();
+      PostedRecv recv = std::move(posted->second.front());
       posted->second.pop_front();
       if (!(recv.request->signature() == rx.header.sig) || recv.target.bytes != rx.length) {
         recv.request->completion().fail(mismatch_error(
             peer, rx.header.sig, rx.length, recv.request->signature(), recv.target.bytes));
       } else {
-        rx.aim(recv.target);
+        rx.aim(std::move(recv.target));
         rx.request = recv.request;
       }
       return;

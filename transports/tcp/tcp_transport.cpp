@@ -190,7 +190,7 @@ RequestPtr TcpTransport::recv_data(int peer, uint32_t tag, const CallSignature& 
         request->completion().fail(
             mismatch_error(peer, rx.header.sig, rx.length, sig, target.bytes));
       } else {
-        rx.aim(target);
+        rx.aim(std::move(target));
         rx.request = request;
       }
       update_interest(peer);

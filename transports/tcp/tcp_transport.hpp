@@ -189,12 +189,13 @@ class TcpTransport final : public Transport {
     std::vector<std::byte> holding;  // unexpected payload or abort reason
 
     // The payload goes to `target` (a posted receive's).
-    void aim(const RecvTarget& target);
+    void aim(RecvTarget target);
     // n bytes of the payload arrived from src: into place (none when dst is null).
     void store(const std::byte* src, std::size_t n);
     // Reads up to `left` bytes of the payload from the socket straight into
-    // place (dst set); recv's result.
-    ssize_t read_direct(int fd, std::size_t left);
+    // place (dst set): recv's result; `asked`: how many it asked for (fewer
+    // than left where the pieces take more iovecs than one call is given).
+    ssize_t read_direct(int fd, std::size_t left, std::size_t& asked);
     // Moves the pieces' cursor n bytes on, copying them from src when given.
     void advance_pieces(std::size_t n, const std::byte* src);
   };
