@@ -12,10 +12,11 @@
 // shared-memory pipeline copies a piece that spans several parts from each
 // in turn, and the ring and Rabenseifner's exchanges send a segment that
 // does as one gather send and receive one as one scatter receive
-// (common/parts_io.hpp). Any other algorithm runs the call
-// packed into one buffer (Communicator::run): two more copies of the whole call, which for 1000
-// tensors of 4 KiB made a fused step 3-4x slower than the same tensors lying back to back over
-// shared memory, 1.8x over TCP (docs/benchmarks.md, "Tensors apart").
+// (common/parts_io.hpp). Any other algorithm runs the call packed into one
+// buffer (Communicator::run): two more copies of the whole call, which for
+// 1000 tensors of 4 KiB made a fused step 3-4x slower than the same tensors
+// lying back to back over shared memory, 1.8x over TCP (docs/benchmarks.md,
+// "Tensors apart").
 #pragma once
 
 #include <algorithm>

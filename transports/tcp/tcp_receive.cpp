@@ -27,28 +27,44 @@ void TcpTransport::RxState::aim(RecvTarget target) {
   dst = pieces.front().data();
 }
 
-void TcpTransport::RxState::advance_pieces(std::size_t n, const std::byte* src) {
+namespace {
+
+// Moves a cursor (pieces[piece] at `at`) n bytes on through the pieces,
+// copying those bytes there from src when it is given.
+void advance_through(std::span<const std::span<std::byte>> pieces, std::size_t& piece,
+                     std::size_t& at, std::size_t n, const std::byte* src) {
   while (n > 0) {
     const std::span<std::byte> into = pieces[piece];
-    const std::size_t k = std::min(into.size() - piece_at, n);
+    const std::size_t k = std::min(into.size() - at, n);
     if (src) {
-      std::memcpy(into.data() + piece_at, src, k);
+      std::memcpy(into.data() + at, src, k);
       src += k;
     }
     n -= k;
-    piece_at += k;
-    if (piece_at == into.size()) {
+    at += k;
+    if (at == into.size()) {
       ++piece;
-      piece_at = 0;
+      at = 0;
     }
   }
+}
+
+}  // namespace
+
+void TcpTransport::RecvTarget::fill(const std::byte* src) const {
+  if (pieces.empty()) {
+    if (bytes > 0) std::memcpy(buffer.data(), src, bytes);
+    return;
+  }
+  std::size_t piece = 0, at = 0;
+  advance_through(pieces, piece, at, bytes, src);
 }
 
 void TcpTransport::RxState::store(const std::byte* src, std::size_t n) {
   if (dst && pieces.empty())
     std::memcpy(dst + received, src, n);
   else if (dst)
-    advance_pieces(n, src);
+    advance_through(pieces, piece, piece_at, n, src);
   received += n;
 }
 
@@ -75,7 +91,8 @@ ssize_t TcpTransport::RxState::read_direct(int fd, std::size_t left, std::size_t
   }
   if (n <= 0) return n;
   received += static_cast<std::size_t>(n);
-  if (!pieces.empty()) advance_pieces(static_cast<std::size_t>(n), nullptr);
+  if (!pieces.empty())
+    advance_through(pieces, piece, piece_at, static_cast<std::size_t>(n), nullptr);
   return n;
 }
 

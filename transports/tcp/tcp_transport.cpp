@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "base/core/error.hpp"
 #include "base/core/log.hpp"
@@ -147,17 +146,6 @@ RequestPtr TcpTransport::irecv_scatter(int peer, uint32_t tag, const CallSignatu
     target.bytes += piece.size();
   }
   return recv_data(peer, tag, sig, std::move(target));
-}
-
-void TcpTransport::RecvTarget::fill(const std::byte* src) const {
-  if (pieces.empty()) {
-    if (bytes > 0) std::memcpy(buffer.data(), src, bytes);
-    return;
-  }
-  for (const auto& piece : pieces) {
-    std::memcpy(piece.data(), src, piece.size());
-    src += piece.size();
-  }
 }
 
 RequestPtr TcpTransport::recv_data(int peer, uint32_t tag, const CallSignature& sig,

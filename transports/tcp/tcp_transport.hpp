@@ -196,8 +196,6 @@ class TcpTransport final : public Transport {
     // place (dst set): recv's result; `asked`: how many it asked for (fewer
     // than left where the pieces take more iovecs than one call is given).
     ssize_t read_direct(int fd, std::size_t left, std::size_t& asked);
-    // Moves the pieces' cursor n bytes on, copying them from src when given.
-    void advance_pieces(std::size_t n, const std::byte* src);
   };
   // Asking a peer whose stream ended whether it is alive (tcp_probe.cpp).
   struct Probe {
