@@ -31,6 +31,7 @@
 
 #include "bench_check.hpp"
 #include "bench_common.h"
+#include "bench_pace.h"
 #include "bench_wire.hpp"
 #include "memcpy_limit.hpp"
 #include "sweep_io.hpp"
@@ -403,11 +404,22 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup; ++i)
       if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "warm-up op", rc);
     if ((rc = sync_ranks(c)) != CHORUS_SUCCESS) fail(c, o.sync.c_str(), rc);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i)
-      if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "timed op", rc);
-    const auto t1 = std::chrono::steady_clock::now();
-    double avg_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+    double avg_us = 0;
+    if (o.pace_us > 0) {  // each op timed alone, the sleeps between them not
+      double next_start_s = 0, op_seconds = 0;
+      for (int i = 0; i < iters; ++i) {
+        const double start_s = bench_pace(&next_start_s, o.pace_us * 1e-6);
+        if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "timed op", rc);
+        op_seconds += bench_monotonic_s() - start_s;
+      }
+      avg_us = op_seconds * 1e6 / iters;
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i)
+        if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "timed op", rc);
+      const auto t1 = std::chrono::steady_clock::now();
+      avg_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+    }
     // Outside the timed region: the slowest rank's average.
     avg_us = reduce_scalar(c, avg_us, CHORUS_FLOAT64, CHORUS_MAX, "time reduction");
 

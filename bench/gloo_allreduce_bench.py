@@ -105,6 +105,9 @@ def main():
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup_iters", type=int, default=5)
     ap.add_argument("--iter-bytes", type=size_arg, default=size_arg("512M"))
+    ap.add_argument("--pace-us", type=float, default=0.0,
+                    help="start each timed op this long after the previous one started "
+                    "(bench/bench_pace.h); 0: back to back")
     ap.add_argument("-c", "--check", type=int, choices=(0, 1), default=1)
     ap.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float32")
     ap.add_argument("-J", "--json", action="store_true")
@@ -155,10 +158,23 @@ def main():
         for _ in range(warmup):
             dist.all_reduce(data)
         dist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(data)
-        avg_us = torch.tensor([(time.perf_counter() - start) * 1e6 / iters], dtype=torch.float64)
+        if args.pace_us > 0:  # bench_pace.h's rule: each op timed alone, the sleeps not
+            op_seconds, next_start = 0.0, 0.0
+            for _ in range(iters):
+                now = time.monotonic()
+                if next_start > now:
+                    time.sleep(next_start - now)
+                    now = time.monotonic()
+                next_start = now + args.pace_us * 1e-6
+                dist.all_reduce(data)
+                op_seconds += time.monotonic() - now
+            avg_us = torch.tensor([op_seconds * 1e6 / iters], dtype=torch.float64)
+        else:
+            start = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(data)
+            avg_us = torch.tensor([(time.perf_counter() - start) * 1e6 / iters],
+                                  dtype=torch.float64)
         dist.all_reduce(avg_us, op=dist.ReduceOp.MAX)
         avg_us = avg_us.item()
 
@@ -180,7 +196,8 @@ def main():
                                   "count": count, "type": args.datatype, "redop": "sum",
                                   "algo": "gloo", "root": -1, "inplace": 1, "warmup": warmup,
                                   "iters": iters, "time_us": round(avg_us, 3),
-                                  "algbw_gbps": algbw, "busbw_gbps": busbw, "wrong": wrong}))
+                                  "algbw_gbps": algbw, "busbw_gbps": busbw, "wrong": wrong,
+                                  "pace_us": args.pace_us}))
             else:
                 print("  %10d  %12d  %10.2f  %8.3f  %8.3f  %7s" %
                       (nbytes, count, avg_us, algbw, busbw, "N/A" if wrong is None else wrong))

@@ -14,6 +14,9 @@
  * (MPI_MAX after the timed region). With -c 1 one more op on fresh data is
  * checked element by element against the closed-form result (the same data
  * pattern as chorus-bench). Only rank 0 prints. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* clock_nanosleep (bench_pace.h) under -std=c11 */
+#endif
 #include <inttypes.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_pace.h"
 #include "mpi_bench.h"
 
 typedef struct {
@@ -39,7 +43,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: mpi_allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-w WARMUP] "
           "[-n ITERS]\n"
-          "         [--iter-bytes B] [-c 0|1] [-d float32|float64|int32|int64] "
+          "         [--iter-bytes B] [--pace-us US] [-c 0|1] [-d float32|float64|int32|int64] "
           "[-o sum|prod|min|max]\n"
           "         [-i|--inplace 0|1] [-J|--json]\n"
           "       mpi_allreduce_bench fusion --help   (the tensor-fusion benchmark)\n"
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
   const op_info* op = &ops[0];
   int rank, nranks, i, rows = 0;
   uint64_t total_wrong = 0, prev_bytes = 0;
-  double busbw_sum = 0, bus_factor;
+  double busbw_sum = 0, bus_factor, pace_us = 0;
   char *sendbuf, *recvbuf;
   mpi_bench_pattern pattern = {0, 0, 1};
 
@@ -158,6 +162,8 @@ int main(int argc, char** argv) {
       ok = (warmup_max = atoi(v)) >= 0;
     else if (!strcmp(a, "-n") || !strcmp(a, "--iters"))
       ok = (iters_max = atoi(v)) >= 1;
+    else if (!strcmp(a, "--pace-us"))
+      ok = (pace_us = atof(v)) >= 0;
     else if (!strcmp(a, "-c") || !strcmp(a, "--check"))
       ok = (check = atoi(v)) == 0 || check == 1;
     else if (!strcmp(a, "-i") || !strcmp(a, "--inplace"))
@@ -224,7 +230,13 @@ int main(int argc, char** argv) {
            " step: %d(factor) warmup iters: %d iters: %d (at most %" PRIu64
            " bytes per size) check: %d\n",
            nranks, min_bytes, max_bytes, factor, warmup_max, iters_max, iter_bytes, check);
-    printf("# dtype %s, op %s, inplace %d, %s\n#\n", d->name, op->name, inplace, ver);
+    printf("# dtype %s, op %s, inplace %d, %s\n", d->name, op->name, inplace, ver);
+    if (pace_us > 0)
+      printf(
+          "# --pace-us %g: each timed op starts %g us after the previous one started; time is "
+          "the ops' own\n",
+          pace_us, pace_us);
+    printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "size", "count", "type", "redop",
            "algo", "time", "algbw", "busbw", "#wrong");
     printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "(B)", "(elements)", "", "", "",
@@ -250,10 +262,20 @@ int main(int argc, char** argv) {
       for (i = 0; i < warmup; ++i)
         MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = MPI_Wtime();
-      for (i = 0; i < iters; ++i)
-        MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
-      avg_us = (MPI_Wtime() - t0) * 1e6 / iters;
+      if (pace_us > 0) { /* each op timed alone, the sleeps between them not */
+        double next_start_s = 0, op_seconds = 0;
+        for (i = 0; i < iters; ++i) {
+          const double start_s = bench_pace(&next_start_s, pace_us * 1e-6);
+          MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
+          op_seconds += bench_monotonic_s() - start_s;
+        }
+        avg_us = op_seconds * 1e6 / iters;
+      } else {
+        t0 = MPI_Wtime();
+        for (i = 0; i < iters; ++i)
+          MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
+        avg_us = (MPI_Wtime() - t0) * 1e6 / iters;
+      }
       MPI_Allreduce(MPI_IN_PLACE, &avg_us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
       if (check) {
@@ -279,9 +301,10 @@ int main(int argc, char** argv) {
           printf("{\"collective\": \"allreduce\", \"nranks\": %d, \"size\": %" PRIu64
                  ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"mpi\", "
                  "\"root\": -1, \"inplace\": %d, \"warmup\": %d, \"iters\": %d, \"time_us\": "
-                 "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s}\n",
+                 "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
+                 "\"pace_us\": %g}\n",
                  nranks, bytes, count, d->name, op->name, inplace, warmup, iters, avg_us, algbw,
-                 busbw, wrong_text);
+                 busbw, wrong_text, pace_us);
         else
           printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s\n", bytes, count,
                  d->name, op->name, "mpi", avg_us, algbw, busbw, wrong_text);

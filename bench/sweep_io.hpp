@@ -32,7 +32,8 @@ struct Options {
   int64_t timeout_ms = 0;
   std::string sync = "barrier";
   bool no_limit = false;
-  std::string wire;  // --wire: float32 allreduce through chorus_allreduce_ex (bench_wire.hpp)
+  double pace_us = 0;  // --pace-us: timed ops this far apart (bench_pace.h); 0: back to back
+  std::string wire;    // --wire: float32 allreduce through chorus_allreduce_ex (bench_wire.hpp)
 };
 
 // Declares every option of the sweep on `app`, writing into `o`.
