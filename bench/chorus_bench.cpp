@@ -31,7 +31,7 @@
 
 #include "bench_check.hpp"
 #include "bench_common.h"
-#include "bench_pace.h"
+#include "bench_period.h"
 #include "bench_wire.hpp"
 #include "memcpy_limit.hpp"
 #include "sweep_io.hpp"
@@ -405,10 +405,11 @@ int main(int argc, char** argv) {
       if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "warm-up op", rc);
     if ((rc = sync_ranks(c)) != CHORUS_SUCCESS) fail(c, o.sync.c_str(), rc);
     double avg_us = 0;
-    if (o.pace_us > 0) {  // each op timed alone, the sleeps between them not
-      double next_start_s = 0, op_seconds = 0;
+    if (o.period_us > 0) {  // each op timed alone, the sleeps between them not
+      double op_seconds = 0;
       for (int i = 0; i < iters; ++i) {
-        const double start_s = bench_pace(&next_start_s, o.pace_us * 1e-6);
+        bench_sleep_to_next_period(o.period_us);
+        const double start_s = bench_monotonic_s();
         if ((rc = run_op(c, s)) != CHORUS_SUCCESS) fail(c, "timed op", rc);
         op_seconds += bench_monotonic_s() - start_s;
       }

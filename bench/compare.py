@@ -240,10 +240,10 @@ def main():
     ap.add_argument("--iter-bytes", default="512M",
                     help="at most this many timed bytes per size: iters = "
                          "clamp(ceil(B/size), 1, --iters)")
-    ap.add_argument("--pace-us", type=float, default=0.0,
-                    help="every benchmark starts each timed op this many microseconds after the "
-                    "previous one (a training step's rate; with --load, the load then meets the "
-                    "same collective work per second beside each library); 0: back to back")
+    ap.add_argument("--period-us", type=float, default=0.0,
+                    help="every benchmark runs one timed op per period of this many microseconds "
+                    "(a training step's rate; with --load, the load then meets the same "
+                    "collectives per second beside each library); 0: back to back")
     ap.add_argument("--check", type=int, choices=(0, 1), default=1,
                     help="check every element of one extra op per size")
     ap.add_argument("--dtype", default="float32", help="float32, float64, int32 or int64")
@@ -329,11 +329,11 @@ def main():
     common = ["-b", str(lo), "-e", str(hi), "-f", str(args.factor), "-n", str(args.iters),
               "-w", str(args.warmup), "--iter-bytes", args.iter_bytes, "-c", str(args.check),
               "-d", args.dtype, "--json"] + \
-        (["--pace-us", "%g" % args.pace_us] if args.pace_us > 0 else [])
+        (["--period-us", "%g" % args.period_us] if args.period_us > 0 else [])
     mpirun_base = [args.mpirun, "--allow-run-as-root", "--oversubscribe"]
     configs = [c for c in CONFIGS if not (args.skip_tuned and c == "ompi-tuned")]
-    if args.fusion and args.pace_us > 0:
-        print("compare.py: --pace-us paces the allreduce sweep, not --fusion", file=sys.stderr)
+    if args.fusion and args.period_us > 0:
+        print("compare.py: --period-us paces the allreduce sweep, not --fusion", file=sys.stderr)
         return 2
     if args.gloo:
         if args.fusion:

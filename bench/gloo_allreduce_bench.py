@@ -105,9 +105,10 @@ def main():
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup_iters", type=int, default=5)
     ap.add_argument("--iter-bytes", type=size_arg, default=size_arg("512M"))
-    ap.add_argument("--pace-us", type=float, default=0.0,
-                    help="start each timed op this long after the previous one started "
-                    "(bench/bench_pace.h); 0: back to back")
+    ap.add_argument("--period-us", type=float, default=0.0,
+                    help="start each timed op at the next multiple of this period of the wall "
+                    "clock after the previous one ended, and time the ops alone "
+                    "(bench/bench_period.h); 0: back to back")
     ap.add_argument("-c", "--check", type=int, choices=(0, 1), default=1)
     ap.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float32")
     ap.add_argument("-J", "--json", action="store_true")
@@ -158,16 +159,16 @@ def main():
         for _ in range(warmup):
             dist.all_reduce(data)
         dist.barrier()
-        if args.pace_us > 0:  # bench_pace.h's rule: each op timed alone, the sleeps not
-            op_seconds, next_start = 0.0, 0.0
+        if args.period_us > 0:  # bench_period.h's rule: each op timed alone, the sleeps not
+            op_seconds = 0.0
+            period_ns = max(1, int(args.period_us * 1e3))
             for _ in range(iters):
-                now = time.monotonic()
-                if next_start > now:
-                    time.sleep(next_start - now)
-                    now = time.monotonic()
-                next_start = now + args.pace_us * 1e-6
+                # the next multiple of the period of the wall clock
+                time.sleep(max(0, (time.time_ns() // period_ns + 1) * period_ns - time.time_ns())
+                           * 1e-9)
+                start_op = time.monotonic()
                 dist.all_reduce(data)
-                op_seconds += time.monotonic() - now
+                op_seconds += time.monotonic() - start_op
             avg_us = torch.tensor([op_seconds * 1e6 / iters], dtype=torch.float64)
         else:
             start = time.perf_counter()
@@ -197,7 +198,7 @@ def main():
                                   "algo": "gloo", "root": -1, "inplace": 1, "warmup": warmup,
                                   "iters": iters, "time_us": round(avg_us, 3),
                                   "algbw_gbps": algbw, "busbw_gbps": busbw, "wrong": wrong,
-                                  "pace_us": args.pace_us}))
+                                  "period_us": args.period_us}))
             else:
                 print("  %10d  %12d  %10.2f  %8.3f  %8.3f  %7s" %
                       (nbytes, count, avg_us, algbw, busbw, "N/A" if wrong is None else wrong))

@@ -15,7 +15,7 @@
  * checked element by element against the closed-form result (the same data
  * pattern as chorus-bench). Only rank 0 prints. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* clock_nanosleep (bench_pace.h) under -std=c11 */
+#define _GNU_SOURCE /* clock_nanosleep, clock_gettime (bench_period.h) under -std=c11 */
 #endif
 #include <inttypes.h>
 #include <mpi.h>
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "bench_pace.h"
+#include "bench_period.h"
 #include "mpi_bench.h"
 
 typedef struct {
@@ -43,7 +43,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: mpi_allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-w WARMUP] "
           "[-n ITERS]\n"
-          "         [--iter-bytes B] [--pace-us US] [-c 0|1] [-d float32|float64|int32|int64] "
+          "         [--iter-bytes B] [--period-us US] [-c 0|1] [-d float32|float64|int32|int64] "
           "[-o sum|prod|min|max]\n"
           "         [-i|--inplace 0|1] [-J|--json]\n"
           "       mpi_allreduce_bench fusion --help   (the tensor-fusion benchmark)\n"
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   const op_info* op = &ops[0];
   int rank, nranks, i, rows = 0;
   uint64_t total_wrong = 0, prev_bytes = 0;
-  double busbw_sum = 0, bus_factor, pace_us = 0;
+  double busbw_sum = 0, bus_factor, period_us = 0;
   char *sendbuf, *recvbuf;
   mpi_bench_pattern pattern = {0, 0, 1};
 
@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
       ok = (warmup_max = atoi(v)) >= 0;
     else if (!strcmp(a, "-n") || !strcmp(a, "--iters"))
       ok = (iters_max = atoi(v)) >= 1;
-    else if (!strcmp(a, "--pace-us"))
-      ok = (pace_us = atof(v)) >= 0;
+    else if (!strcmp(a, "--period-us"))
+      ok = (period_us = atof(v)) >= 0;
     else if (!strcmp(a, "-c") || !strcmp(a, "--check"))
       ok = (check = atoi(v)) == 0 || check == 1;
     else if (!strcmp(a, "-i") || !strcmp(a, "--inplace"))
@@ -231,11 +231,11 @@ int main(int argc, char** argv) {
            " bytes per size) check: %d\n",
            nranks, min_bytes, max_bytes, factor, warmup_max, iters_max, iter_bytes, check);
     printf("# dtype %s, op %s, inplace %d, %s\n", d->name, op->name, inplace, ver);
-    if (pace_us > 0)
+    if (period_us > 0)
       printf(
-          "# --pace-us %g: each timed op starts %g us after the previous one started; time is "
-          "the ops' own\n",
-          pace_us, pace_us);
+          "# --period-us %g: a timed op every %g us at most (at multiples of it); time is the ops' "
+          "own\n",
+          period_us, period_us);
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %7s\n", "size", "count", "type", "redop",
            "algo", "time", "algbw", "busbw", "#wrong");
@@ -262,10 +262,11 @@ int main(int argc, char** argv) {
       for (i = 0; i < warmup; ++i)
         MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
       MPI_Barrier(MPI_COMM_WORLD);
-      if (pace_us > 0) { /* each op timed alone, the sleeps between them not */
-        double next_start_s = 0, op_seconds = 0;
+      if (period_us > 0) { /* each op timed alone, the sleeps between them not */
+        double op_seconds = 0, start_s;
         for (i = 0; i < iters; ++i) {
-          const double start_s = bench_pace(&next_start_s, pace_us * 1e-6);
+          bench_sleep_to_next_period(period_us);
+          start_s = bench_monotonic_s();
           MPI_Allreduce(send, recvbuf, (int)count, d->type, op->op, MPI_COMM_WORLD);
           op_seconds += bench_monotonic_s() - start_s;
         }
@@ -302,9 +303,9 @@ int main(int argc, char** argv) {
                  ", \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"algo\": \"mpi\", "
                  "\"root\": -1, \"inplace\": %d, \"warmup\": %d, \"iters\": %d, \"time_us\": "
                  "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
-                 "\"pace_us\": %g}\n",
+                 "\"period_us\": %g}\n",
                  nranks, bytes, count, d->name, op->name, inplace, warmup, iters, avg_us, algbw,
-                 busbw, wrong_text, pace_us);
+                 busbw, wrong_text, period_us);
         else
           printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s\n", bytes, count,
                  d->name, op->name, "mpi", avg_us, algbw, busbw, wrong_text);

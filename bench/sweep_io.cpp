@@ -49,10 +49,10 @@ void add_sweep_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"barrier", "allreduce"}));
   app.add_option("--timeout-ms", o.timeout_ms, "Deadline of each op (0: CHORUS_TIMEOUT)")
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
-  app.add_option("--pace-us", o.pace_us,
-                 "Start each timed op this many microseconds after the previous one started, "
-                 "sleeping in between, and time the ops alone (a training step's rate; 0: back "
-                 "to back)")
+  app.add_option("--period-us", o.period_us,
+                 "Start each timed op at the next multiple of this many microseconds of the wall "
+                 "clock after the previous op ended (a training step's rate; bench_period.h), and "
+                 "time the ops alone; 0: back to back")
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--wire", o.wire,
                  "float32 allreduce: dtype on the wire through chorus_allreduce_ex: none, bf16, "
@@ -107,11 +107,11 @@ void print_sweep_header(const Options& o, const SweepHeader& h) {
         "# limit: single-thread memcpy bandwidth at each size on rank 0's host, "
         "measured in %.2f s before the sweep; %%limit = busbw / limit\n#\n",
         h.limit_seconds);
-  if (o.pace_us > 0)
+  if (o.period_us > 0)
     std::printf(
-        "# --pace-us %g: each timed op starts %g us after the previous one started; time is the "
-        "ops' own\n",
-        o.pace_us, o.pace_us);
+        "# --period-us %g: a timed op every %g us at most (at multiples of it); time is the ops' "
+        "own\n",
+        o.period_us, o.period_us);
   if (h.wire)
     std::printf(
         "# --wire: #wrong counts elements beyond the relative error bound "
@@ -150,10 +150,10 @@ void print_sweep_row(const Options& o, const SweepRow& r) {
                 "\"root\": %d, \"inplace\": %d, \"blocking\": %d, \"warmup\": %d, \"iters\": %d, "
                 "\"time_us\": "
                 "%.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": %s, "
-                "\"limit_gbps\": %s, \"pct_limit\": %s, \"pace_us\": %g%s}\n",
+                "\"limit_gbps\": %s, \"pct_limit\": %s, \"period_us\": %g%s}\n",
                 coll_name(r.coll), r.nranks, r.bytes, r.elements, r.dtype, r.op, o.algo.c_str(),
                 r.coll == Coll::broadcast ? o.root : -1, o.inplace, o.blocking, r.warmup, r.iters,
-                r.time_us, r.algbw, r.busbw, wrong.c_str(), limit_json, pct_json, o.pace_us,
+                r.time_us, r.algbw, r.busbw, wrong.c_str(), limit_json, pct_json, o.period_us,
                 wire_json);
   } else {
     std::printf("  %10" PRIu64 "  %12zu  %8s  %6s  %6s  %10.2f  %7.3f  %7.3f  %7s  %7s  %7s%s\n",

@@ -32,8 +32,8 @@ struct Options {
   int64_t timeout_ms = 0;
   std::string sync = "barrier";
   bool no_limit = false;
-  double pace_us = 0;  // --pace-us: timed ops this far apart (bench_pace.h); 0: back to back
-  std::string wire;    // --wire: float32 allreduce through chorus_allreduce_ex (bench_wire.hpp)
+  double period_us = 0;  // --period-us: one timed op per period (bench_period.h); 0: back to back
+  std::string wire;      // --wire: float32 allreduce through chorus_allreduce_ex (bench_wire.hpp)
 };
 
 // Declares every option of the sweep on `app`, writing into `o`.

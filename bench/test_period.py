@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""bench-pace: --pace-us in chorus-bench, mpi_allreduce_bench and compare.py.
+"""bench-period: --period-us in chorus-bench, mpi_allreduce_bench and compare.py.
 
-With --pace-us P each timed op starts P after the previous one started, the
-rank sleeping in between (bench/bench_pace.h), and a row's time is the ops'
-own. Checked for each bench (Open MPI's where mpirun and its bench exist):
-  - the run lasts at least (iters - 1) * P per size: the pacing happened;
+With --period-us P each timed op starts at the next multiple of P of the
+wall clock after the previous one ended (bench/bench_period.h), and a row's
+time is the ops' own. Checked for each bench (Open MPI's where mpirun and
+its bench exist):
+  - the run lasts at least (iters - 1) * P per size: one op per period;
   - each row's time leaves the sleeps out: below (iters - 1) / iters * P,
-    what a sleep counted in would at least give (P is 100 ms against ops of
-    8 B and 4 KiB, so only counting the sleep can reach it);
-  - each JSON row says its pace, and a run without --pace-us says 0;
+    what the sleeps counted in would at least give (P is 100 ms against ops
+    of 8 B and 4 KiB, so only counting the sleeps can reach it);
+  - each JSON row says its period, and a run without --period-us says 0;
   - every element is right (-c 1).
-compare.py --pace-us hands the pace to both benches (its JSON report's rows
+compare.py --period-us hands the period to both benches (its JSON report's rows
 say it) and refuses it with --fusion.
 
-  test_pace.py CHORUSRUN CHORUS_BENCH COMPARE_PY [MPI_ALLREDUCE_BENCH]
+  test_period.py CHORUSRUN CHORUS_BENCH COMPARE_PY [MPI_ALLREDUCE_BENCH]
 """
 import json
 import os
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import time
 
-PACE_US = 100000
+PERIOD_US = 100000
 ITERS = 4
 SIZES = ("8", "4K")  # -b 8 -e 4K -f 512: two rows
 
@@ -41,10 +42,10 @@ def rows_of(out):
             if not r.get("summary")]
 
 
-def sweep_args(pace):
+def sweep_args(period):
     args = ["-b", SIZES[0], "-e", SIZES[1], "-f", "512", "-n", str(ITERS), "-w", "1", "-c", "1",
             "-J"]
-    return args + (["--pace-us", str(pace)] if pace else [])
+    return args + (["--period-us", str(period)] if period else [])
 
 
 def check_paced(name, cmd, env=None):
@@ -55,26 +56,26 @@ def check_paced(name, cmd, env=None):
                                                             proc.stderr[-400:]))
     rows = rows_of(proc.stdout)
     expect(len(rows) == len(SIZES), "%s: a row per size (got %d)" % (name, len(rows)))
-    least = len(SIZES) * (ITERS - 1) * PACE_US * 1e-6
-    expect(elapsed >= least, "%s: paced ops take at least %.2f s (took %.2f)" %
+    least = len(SIZES) * (ITERS - 1) * PERIOD_US * 1e-6
+    expect(elapsed >= least, "%s: one op per period takes at least %.2f s (took %.2f)" %
            (name, least, elapsed))
     for row in rows:
-        expect(row.get("pace_us") == PACE_US, "%s: the row says its pace (got %s)" %
-               (name, row.get("pace_us")))
+        expect(row.get("period_us") == PERIOD_US, "%s: the row says its period (got %s)" %
+               (name, row.get("period_us")))
         expect(row.get("iters") == ITERS, "%s: %d timed ops (got %s)" % (name, ITERS,
                                                                        row.get("iters")))
-        expect(0 < row["time_us"] < (ITERS - 1) / ITERS * PACE_US,
+        expect(0 < row["time_us"] < (ITERS - 1) / ITERS * PERIOD_US,
                "%s at %d B: the time leaves the sleeps out (got %.1f us)" %
                (name, row["size"], row["time_us"]))
         expect(row.get("wrong") == 0, "%s at %d B: every element right (got %s)" %
                (name, row["size"], row.get("wrong")))
 
 
-def check_unpaced(name, cmd):
+def check_back_to_back(name, cmd):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     rows = rows_of(proc.stdout)
-    expect(proc.returncode == 0 and rows and all(r.get("pace_us") == 0 for r in rows),
-           "%s without --pace-us: rows say pace 0 (got %s)" % (name, proc.stdout[-300:]))
+    expect(proc.returncode == 0 and rows and all(r.get("period_us") == 0 for r in rows),
+           "%s without --period-us: rows say period 0 (got %s)" % (name, proc.stdout[-300:]))
 
 
 def mpirun():
@@ -88,49 +89,49 @@ def main():
     chorusrun, bench, compare = (os.path.abspath(p) for p in sys.argv[1:4])
     mpi_bench = os.path.abspath(sys.argv[4]) if len(sys.argv) > 4 else None
     chorus = [chorusrun, "-np", "2", "--timeout", "100", bench, "allreduce", "--no-limit"]
-    check_paced("chorus-bench", chorus + sweep_args(PACE_US))
-    check_unpaced("chorus-bench", chorus + sweep_args(0))
+    check_paced("chorus-bench", chorus + sweep_args(PERIOD_US))
+    check_back_to_back("chorus-bench", chorus + sweep_args(0))
 
     ompi = None
     if mpi_bench and mpirun():
         ompi = [mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "pml",
                 "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo", mpi_bench]
-        check_paced("mpi_allreduce_bench", ompi + sweep_args(PACE_US))
-        check_unpaced("mpi_allreduce_bench", ompi + sweep_args(0))
-        with tempfile.TemporaryDirectory(prefix="test-pace-") as tmp:
+        check_paced("mpi_allreduce_bench", ompi + sweep_args(PERIOD_US))
+        check_back_to_back("mpi_allreduce_bench", ompi + sweep_args(0))
+        with tempfile.TemporaryDirectory(prefix="test-period-") as tmp:
             report = os.path.join(tmp, "report.json")
             build = os.path.dirname(os.path.dirname(bench))
             cmd = [sys.executable, compare, "--build-dir", build, "--chorusrun", chorusrun,
                    "--chorus-bench", bench, "--mpi-bench", mpi_bench, "--np", "2", "--min", "8",
                    "--max", "8", "--runs", "1", "--iters", "2", "--warmup", "1",
-                   "--transport-class", "tcp", "--skip-tuned", "--no-limit", "--pace-us", "20000",
+                   "--transport-class", "tcp", "--skip-tuned", "--no-limit", "--period-us", "20000",
                    "--json-out", report]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            expect(proc.returncode == 0, "compare.py --pace-us: exit 0 (got %d: %s)" %
+            expect(proc.returncode == 0, "compare.py --period-us: exit 0 (got %d: %s)" %
                    (proc.returncode, proc.stderr[-400:]))
             if proc.returncode == 0:
                 with open(report) as fh:
                     runs = json.load(fh)["results"]["2"]["runs"]
-                paces = {config: [row.get("pace_us") for rows in by_size.values() for row in rows]
+                periods = {config: [row.get("period_us") for rows in by_size.values() for row in rows]
                          for config, by_size in runs.items()}
-                expect(set(paces) >= {"chorus", "ompi"} and
-                       all(p and all(v == 20000 for v in p) for p in paces.values()),
-                       "compare.py --pace-us: every run of every bench paced (got %s)" % paces)
+                expect(set(periods) >= {"chorus", "ompi"} and
+                       all(p and all(v == 20000 for v in p) for p in periods.values()),
+                       "compare.py --period-us: every run of every bench paced (got %s)" % periods)
         proc = subprocess.run([sys.executable, compare, "--fusion", "--chorusrun", chorusrun,
-                               "--chorus-bench", bench, "--mpi-bench", mpi_bench, "--pace-us",
+                               "--chorus-bench", bench, "--mpi-bench", mpi_bench, "--period-us",
                                "1000"],
                               capture_output=True, text=True, timeout=60)
-        expect(proc.returncode == 2 and "--pace-us" in proc.stderr,
-               "compare.py --fusion --pace-us: refused (got %d: %s)" %
+        expect(proc.returncode == 2 and "--period-us" in proc.stderr,
+               "compare.py --fusion --period-us: refused (got %d: %s)" %
                (proc.returncode, proc.stderr[-300:]))
     else:
-        print("mpi_allreduce_bench and compare.py --pace-us: skipped (no mpirun or Open MPI "
+        print("mpi_allreduce_bench and compare.py --period-us: skipped (no mpirun or Open MPI "
               "bench)")
 
     if failures:
         print("%d check(s) failed" % len(failures), file=sys.stderr)
         return 1
-    print("bench-pace: all checks passed")
+    print("bench-period: all checks passed")
     return 0
 
 
