@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-failures = []
+from bench_checks import expect, failures  # next to this script
 
 FAKE_CHORUSRUN = r'''#!/usr/bin/env python3
 # chorusrun stand-in: drops "-np N --timeout S", runs the program once.
@@ -59,12 +59,6 @@ for mode, us in steps.items():
                       "argv": args}))
 print(json.dumps({"summary": True, "impl": "chorus", "wrong": 0}))
 '''
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
 
 
 def write_exe(path, text):

@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 from compare_util import json_rows
+from bench_checks import expect, failures  # next to this script
 
 MPIRUN_ARGS = ["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "tcp,self",
                "--mca", "btl_tcp_if_include", "lo", "--mca", "pml", "ob1"]
@@ -30,14 +31,6 @@ FIELDS = ("impl", "mode", "tensors", "bytes", "bytes_each", "mix", "np", "step_u
           "min_us", "wrong")
 MODES = {"ompi": ["per_tensor", "single_buffer"],
          "chorus": ["fused", "per_tensor", "single_buffer"]}
-
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
 
 
 def launch(side, np_):

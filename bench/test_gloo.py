@@ -24,15 +24,10 @@ import subprocess
 import sys
 import tempfile
 
+from bench_checks import expect, failures  # next to this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "gloo_allreduce_bench.py")
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
 
 
 def test_check_arithmetic(torch, gloo_bench):

@@ -24,13 +24,7 @@ import sys
 import tempfile
 import time
 
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
+from bench_checks import expect, failures  # next to this script
 
 
 def running(binary):

@@ -15,20 +15,13 @@ import subprocess
 import sys
 
 from compare_util import json_rows
+from bench_checks import expect, failures  # next to this script
 
 FIELDS = ("impl", "benchmark", "kind", "np", "size", "products", "comm_us", "compute_us", "step_us",
           "serial_us", "ideal_us", "overlap", "compute_stretch", "comm_cpu_us", "compute_cpu_us",
           "cores_per_rank", "overlap_ceiling", "wrong")
 ARGS = ["overlap", "-b", "64K", "-e", "256K", "-f", "4", "-n", "3", "-w", "1", "--size", "32",
         "-J"]
-
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
 
 
 def check(cmd, impl, kind):

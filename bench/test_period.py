@@ -24,17 +24,11 @@ import sys
 import tempfile
 import time
 
+from bench_checks import expect, failures  # next to this script
+
 PERIOD_US = 100000
 ITERS = 4
 SIZES = ("8", "4K")  # -b 8 -e 4K -f 512: two rows
-
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
 
 
 def rows_of(out):

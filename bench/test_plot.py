@@ -25,13 +25,7 @@ import sys
 import tempfile
 import zlib
 
-failures = []
-
-
-def expect(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED: " + what, file=sys.stderr)
+from bench_checks import expect, failures  # next to this script
 
 
 def row(impl, size, busbw, nranks=2, run=0):
