@@ -32,9 +32,9 @@ static inline double bench_monotonic_s(void) {
 /* Sleeps until the next multiple of `period_us` microseconds of the wall
  * clock (CLOCK_REALTIME), through signals. */
 static inline void bench_sleep_to_next_period(double period_us) {
-  const int64_t period_ns = (int64_t)(period_us * 1e3) > 0 ? (int64_t)(period_us * 1e3) : 1;
+  int64_t period_ns = (int64_t)(period_us * 1e3), next_ns;
   struct timespec now, until;
-  int64_t next_ns;
+  if (period_ns < 1) period_ns = 1;
   clock_gettime(CLOCK_REALTIME, &now);
   next_ns = ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec) / period_ns * period_ns + period_ns;
   until.tv_sec = (time_t)(next_ns / 1000000000);
