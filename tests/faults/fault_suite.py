@@ -12,10 +12,14 @@ row per case and, last, "N cases, N failed".
 
   fault_suite.py --chorusrun PATH --rank PATH [--faults a,b] [--transports tcp,shm]
                  [--sizes latency,pipeline] [--np 2,3] [--collectives allreduce,...]
-                 [--hosts H [--algo SPEC]] [--json FILE]
+                 [--hosts H [--algo SPEC]] [--repeat N] [--jobs N] [--json FILE]
 
 The call under test is an allreduce unless --collectives names others (or
 "all"): each fault that applies to a collective (applies()) runs with it.
+
+--jobs N runs N cases at once, for the faults whose cases mostly wait out
+deadlines (stopped, stalled), when the machine is otherwise idle: their ranks
+sleep while they wait, so the cases barely share the CPUs.
 
 --repeat N runs every case N times: killed-during kills its victim at a random
 moment of the call (fault_rank.c), so that the survivors' verdicts, which
@@ -28,6 +32,7 @@ host), so that the hierarchical algorithms run; --algo sets CHORUS_ALGO to
 choose them (the suite otherwise clears it).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -320,8 +325,9 @@ def run_case(args, fault, transport, size, np, form, collective):
     }
 
 
-def run_and_print(args, results, fault, transport, size, np, form, collective):
-    r = run_case(args, fault, transport, size, np, form, collective)
+def judge_and_print(args, results, r):
+    fault, transport, size, np = r["fault"], r["transport"], r["size"], r["np"]
+    form, collective = r["form"], r["collective"]
     open_reason = known_open(fault, transport, size, np)
     if open_reason:
         r["open"] = open_reason
@@ -360,6 +366,8 @@ def main():
     p.add_argument("--algo", help="CHORUS_ALGO for every job (e.g. to choose hierarchical)")
     p.add_argument("--repeat", type=int, default=1,
                    help="run every case this many times (faults whose timing varies)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="cases run at once (for faults whose cases mostly wait)")
     p.add_argument("--json")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
@@ -377,6 +385,7 @@ def main():
     results = []
     print(f"{'fault':<19} {'collective':<15} {'transport':<9} {'size':<8} {'np':>2} {'form':<11} "
           f"{'codes (rank:code)':<24} {'slowest ms':>10}  result")
+    cases = []
     for fault, collective in ((f, c) for f in faults for c in collectives if applies(f, c)):
         for transport in args.transports.split(","):
             ucx_over_tcp = transport == "ucx" and args.hosts > 1
@@ -400,9 +409,13 @@ def main():
                             collective == "allreduce":
                         forms.append("fused")
                     for form in forms:
-                        for _ in range(args.repeat):
-                            run_and_print(args, results, fault, transport, size, np, form,
-                                          collective)
+                        cases += [(fault, transport, size, np, form, collective)] * args.repeat
+    # --jobs N runs N jobs at once, for the faults whose cases spend their
+    # time waiting out deadlines (a stopped or stalled victim), not computing;
+    # rows print in the order of the cases either way.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for future in [pool.submit(run_case, args, *case) for case in cases]:
+            judge_and_print(args, results, future.result())
     failed = sum(1 for r in results if r["problems"])
     still_open = sum(1 for r in results if r.get("open_problems"))
     if args.json:
