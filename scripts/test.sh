@@ -125,7 +125,8 @@ run_suite() {
 
 # The AddressSanitizer suite's representative subset (building everything
 # under ASan alone took 29 of CI's 56 minutes): every unit, the
-# collective sweeps over the in-process and shared-memory transports (the
+# collective sweeps over the in-process and shared-memory transports but
+# their exhaustive million-element ring sweep (tests/coll/meson.build; the
 # TCP and UCX variants compile the same sweeps three more times; the release
 # suite runs them, and the transports' own tests run here), the transports,
 # the C API, fusion, the strategies, and the end-to-end and fault cases that
