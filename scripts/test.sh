@@ -36,6 +36,8 @@
 #   tsan-coll-tcp     coll_tests_tcp sliced: ring allreduce (not [large]),
 #                     reduce_scatter, allgather, broadcast, reduce, scatter,
 #                     alltoall over real TCP (tests/coll/meson.build);
+#   tsan-coll-tcp-rounds  its other half, run beside it: the ring and
+#                     Rabenseifner allreduces in rounds;
 #   tsan-fusion       the fusion engine's thread with submitting and waiting
 #                     threads: every fusion case but the long 200-tensor sweep.
 # Not run there: unit (no threads), coll-shm, coll-ucx*, e2e/launcher/faults
@@ -168,7 +170,7 @@ for suite in ${TEST_SUITES:-release asan fuzz tsan}; do
             SUITE_TESTS="fuzz_tcp_frame fuzz_tcp_hello fuzz_store_server fuzz_store_wire fuzz_ucx_wire" \
             run_suite build-fuzz buildtype=debugoptimized fuzz=enabled \
             fuzz_seconds="${FUZZ_SECONDS:-25}" ;;
-    tsan) SUITE_TESTS="tcp bootstrap c-api ucx ucx-tcp tsan-coll-inproc tsan-coll-tcp tsan-fusion" \
+    tsan) SUITE_TESTS="tcp bootstrap c-api ucx ucx-tcp tsan-coll-inproc tsan-coll-tcp tsan-coll-tcp-rounds tsan-fusion" \
             UCX_MEM_EVENTS=no \
             run_suite build-tsan buildtype=custom optimization=1 debug=false cpp_args=-g1 \
             c_args=-g1 b_sanitize=thread ucx=enabled $UNITY ;;
