@@ -157,7 +157,7 @@ TEST_CASE("one-element segments and a larger prime",
   }
 }
 
-// [exhaustive]: the sanitizer suites leave it out (tests/coll/meson.build);
+// [exhaustive]: the AddressSanitizer suite leaves it out (tests/coll/meson.build);
 // the chosen cases below cover every element size at this count there.
 TEST_CASE("ring allreduce: count 1000003, every rank count, dtype and op",
           "[allreduce][large][exhaustive]") {
