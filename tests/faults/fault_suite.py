@@ -410,9 +410,7 @@ def main():
                         forms.append("fused")
                     for form in forms:
                         cases += [(fault, transport, size, np, form, collective)] * args.repeat
-    # --jobs N runs N jobs at once, for the faults whose cases spend their
-    # time waiting out deadlines (a stopped or stalled victim), not computing;
-    # rows print in the order of the cases either way.
+    # Rows print in the order of the cases, whatever --jobs is.
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for future in [pool.submit(run_case, args, *case) for case in cases]:
             judge_and_print(args, results, future.result())
