@@ -135,11 +135,19 @@ def print_load(load, n, configs, report):
     print("## seconds of the load's work lost beside each configuration's whole run, launch "
           "included (its time beside it less what that work takes alone; the same collective "
           "work for every configuration; median of runs): %s" % ", ".join(lost))
+    cpu = []
+    for c in configs:
+        s = load.cpu((n, c))
+        cpu.append("%s %s" % (c, "-" if s is None else "%.2f" % s))
+    print("## CPU seconds the benchmark's processes used beside the load (user + system, "
+          "launcher and ranks, launch included; the same collective work for every "
+          "configuration; median of runs): %s" % ", ".join(cpu))
     report.setdefault("load", {"kind": load.kind, "workers": load.workers, "alone": load.alone,
-                               "fractions": {}, "lost_s": {}})
+                               "fractions": {}, "lost_s": {}, "cpu_s": {}})
     for c in configs:
         report["load"]["fractions"]["%d/%s" % (n, c)] = load.fractions((n, c))
         report["load"]["lost_s"]["%d/%s" % (n, c)] = load.losts((n, c))
+        report["load"]["cpu_s"]["%d/%s" % (n, c)] = load.cpus((n, c))
 
 
 def median_or_none(values):

@@ -13,11 +13,13 @@ configurations with each other, not with a figure of their own.
   rows = load.run(("np2", "chorus"), run_one, cmd, timeout)
   load.fraction(("np2", "chorus"))   # median over the runs so far
   load.lost(("np2", "chorus"))       # seconds of the load's work lost, median
+  load.cpu(("np2", "chorus"))        # CPU seconds the benchmark's processes used, median
 
 Standard library only.
 """
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -58,6 +60,8 @@ class LoadBeside:
         self.binary = binary
         # key -> per run the load's (work, seconds, work per second), or None
         self._reports = {}
+        # key -> per run the CPU seconds of the processes that ended during it
+        self._cpu = {}
         proc = subprocess.run(self._command() + ["-s", str(alone_seconds)], capture_output=True,
                               text=True, timeout=alone_seconds + 60, check=False)
         if proc.returncode != 0:
@@ -79,7 +83,14 @@ class LoadBeside:
                                 text=True)
         try:
             time.sleep(STARTUP_S)
-            return fn(*args, **kwargs)
+            before = _children_cpu()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                # The load is still running here, so what ended since is the
+                # benchmark's processes (a launcher counts its ranks once it
+                # has reaped them).
+                self._cpu.setdefault(key, []).append(_children_cpu() - before)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -113,6 +124,24 @@ class LoadBeside:
     def lost(self, key):
         """The median of losts(key), None without a run."""
         return _median(self.losts(key))
+
+
+    def cpus(self, key):
+        """Per run of key: the CPU seconds (user and system) of every process
+        that fn started and waited for, launcher and ranks. Unlike the load's
+        fraction, this does not favour a slower benchmark that spreads the
+        same work over more time: it is what the collectives took from the
+        cores, whenever they took it."""
+        return list(self._cpu.get(key, []))
+
+    def cpu(self, key):
+        """The median of cpus(key), None without a run."""
+        return _median(self.cpus(key))
+
+
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _median(values):

@@ -5,13 +5,15 @@
     work per second as JSON; refuses an unknown kind;
   - load_beside.LoadBeside: measures the load alone, runs it around a call
     (whose result, or exception, passes through), records one fraction of
-    the load alone per call, and leaves no load running;
+    the load alone per call and the CPU seconds of the call's own child
+    processes (not the load's), and leaves no load running;
   - compare.py --fusion --load (with a stand-in Chorus side, as
     test_compare_fusion.py, and the real Open MPI bench when mpirun is
     there): the "load beside" line names every configuration, and the JSON
     report holds a fraction per run; every run is in compare.py's session
     (so the kernel's autogroup scheduling puts it beside the load).
-Never asserts a time or a rate beyond its being positive.
+Never asserts a wall time or a rate beyond its being positive (the one CPU
+time it asserts is a child's that computes until its own clock says 0.4 s).
 
   test_load.py CHORUS_LOAD COMPARE_PY [MPI_ALLREDUCE_BENCH]
 """
@@ -97,6 +99,19 @@ def test_load_beside(binary, load_beside):
     expect(load.lost("sleep") is not None and load.lost("sleep") < wall,
            "the load cannot lose more than the run lasted (lost %s of %.2f s)"
            % (load.lost("sleep"), wall))
+    # CPU seconds: of the processes the call ran, not of the load beside it.
+    busy = [sys.executable, "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"]
+    load.run("busy", subprocess.run, busy, check=True, timeout=60)
+    load.run("idle", subprocess.run, ["sleep", "0.4"], check=True, timeout=60)
+    busy_cpu, idle_cpu = load.cpu("busy"), load.cpu("idle")
+    expect(busy_cpu is not None and busy_cpu >= 0.4,
+           "a child that computed 0.4 s counts at least 0.4 CPU seconds (got %s)" % busy_cpu)
+    expect(idle_cpu is not None and idle_cpu < 0.2,
+           "a sleeping child counts almost none, the load beside it not at all (got %s)"
+           % idle_cpu)
+    expect(len(load.cpus("k")) == 2 and load.cpu("none") is None,
+           "CPU seconds per call, also for a call that raised; None without a run")
     expect(not running(binary), "no chorus-load left running (%s)" % running(binary))
 
 
@@ -134,14 +149,19 @@ def test_compare(binary, compare, mpi_bench):
         try:
             with open(out_json) as fh:
                 report = json.load(fh)["load"]
-            fractions, lost = report["fractions"], report["lost_s"]
+            fractions, lost, cpu = report["fractions"], report["lost_s"], report["cpu_s"]
         except (OSError, ValueError, KeyError) as e:
-            fractions, lost = {}, {}
-            expect(False, "--json-out has the load's fractions and seconds lost (%s)" % e)
+            fractions, lost, cpu = {}, {}, {}
+            expect(False, "--json-out has the load's fractions, seconds lost and the runs' CPU "
+                   "seconds (%s)" % e)
         lost_line = next((x for x in proc.stdout.splitlines() if x.startswith("## seconds of")),
                          "")
         expect("chorus " in lost_line and "ompi " in lost_line,
                "the seconds-lost line names every configuration (got %r)" % lost_line)
+        cpu_line = next((x for x in proc.stdout.splitlines() if x.startswith("## CPU seconds")),
+                        "")
+        expect("chorus " in cpu_line and "ompi " in cpu_line,
+               "the CPU-seconds line names every configuration (got %r)" % cpu_line)
         try:
             seen = [int(x) for x in open(sids).read().split()]
         except OSError:
@@ -156,6 +176,9 @@ def test_compare(binary, compare, mpi_bench):
             got = lost.get("2/" + config, [])
             expect(len(got) == 2 and all(isinstance(v, float) for v in got),
                    "two seconds-lost figures for %s (got %s)" % (config, got))
+            got = cpu.get("2/" + config, [])
+            expect(len(got) == 2 and all(isinstance(v, float) and v > 0 for v in got),
+                   "two positive CPU-seconds figures for %s (got %s)" % (config, got))
 
 
 def main():
