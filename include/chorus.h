@@ -635,6 +635,25 @@ CHORUS_API chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeou
 /* Sets *done. When done, returns the operation's result and frees the request
  * (a request whose communicator was destroyed is done). */
 CHORUS_API chorus_result_t chorus_test(chorus_request_t* request, int* done);
+/* Waits for every request of requests[0, count), as MPI_Waitall: NULL entries
+ * count as finished. timeout_ms 0: each request as chorus_wait(request, 0)
+ * waits for it; otherwise one deadline, timeout_ms from the call, for all of
+ * them (a request still running then gets CHORUS_ERR_TIMEOUT and stays valid,
+ * and the ones after it are still collected if they have finished). Every
+ * request that finished is freed and set to NULL. results (NULL, or count
+ * entries) gets each request's result (CHORUS_SUCCESS for a NULL entry).
+ * Returns CHORUS_SUCCESS, or the result of the first request in array order
+ * that did not succeed; chorus_comm_last_error of each request's
+ * communicator then has the message of its first request that failed. The
+ * arguments refused (requests NULL with count > 0, timeout_ms negative):
+ * nothing is waited for or freed. */
+CHORUS_API chorus_result_t chorus_wait_all(size_t count, chorus_request_t* requests,
+                                           int64_t timeout_ms, chorus_result_t* results);
+/* As MPI_Testall: *done = 1 when every request of requests[0, count) has
+ * finished, and then finishes them all as chorus_wait_all does (results,
+ * freed, the first failure returned); else *done = 0 and none is freed. */
+CHORUS_API chorus_result_t chorus_test_all(size_t count, chorus_request_t* requests, int* done,
+                                           chorus_result_t* results);
 
 #ifdef __cplusplus
 }

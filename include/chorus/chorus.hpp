@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace chorus {
 
@@ -85,12 +86,17 @@ inline int64_t to_ms(std::chrono::milliseconds t) {
 class Work {
  public:
   Work() = default;
-  explicit Work(chorus_request_t r) : request_(r) {}
-  Work(Work&& o) noexcept : request_(std::exchange(o.request_, nullptr)) {}
+  // comm: the communicator the request was made on, whose
+  // chorus_comm_last_error holds the message of a failed wait.
+  Work(chorus_request_t r, chorus_comm_t comm) : request_(r), comm_(comm) {}
+  explicit Work(chorus_request_t r) : request_(r) {}  // errors without their message
+  Work(Work&& o) noexcept
+      : request_(std::exchange(o.request_, nullptr)), comm_(std::exchange(o.comm_, nullptr)) {}
   Work& operator=(Work&& o) noexcept {
     if (this != &o) {
       finish_quietly();
       request_ = std::exchange(o.request_, nullptr);
+      comm_ = std::exchange(o.comm_, nullptr);
     }
     return *this;
   }
@@ -99,14 +105,16 @@ class Work {
   // Waits (0 ms: CHORUS_TIMEOUT); throws on error or timeout.
   void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     if (!request_) return;
-    detail::check(chorus_wait(&request_, detail::to_ms(timeout)), nullptr);
+    detail::check(chorus_wait(&request_, detail::to_ms(timeout)), comm_);
   }
   bool test() {
     if (!request_) return true;
     int done = 0;
-    detail::check(chorus_test(&request_, &done), nullptr);
+    detail::check(chorus_test(&request_, &done), comm_);
     return done != 0;
   }
+
+  friend void wait_all(std::span<Work> works, std::chrono::milliseconds timeout);
 
  private:
   void finish_quietly() noexcept {
@@ -114,7 +122,26 @@ class Work {
     request_ = nullptr;
   }
   chorus_request_t request_ = nullptr;
+  chorus_comm_t comm_ = nullptr;
 };
+
+// Waits for every Work at once (chorus_wait_all: 0 ms, each its
+// CHORUS_TIMEOUT; else one deadline for all). Throws the first failure in
+// order, with its message; the Works that finished are done either way.
+inline void wait_all(std::span<Work> works,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+  std::vector<chorus_request_t> requests;
+  requests.reserve(works.size());
+  for (const Work& w : works) requests.push_back(w.request_);
+  std::vector<chorus_result_t> results(works.size(), CHORUS_SUCCESS);
+  const chorus_result_t first =
+      chorus_wait_all(requests.size(), requests.data(), detail::to_ms(timeout), results.data());
+  for (std::size_t i = 0; i < works.size(); ++i) works[i].request_ = requests[i];
+  if (first == CHORUS_SUCCESS) return;
+  for (std::size_t i = 0; i < works.size(); ++i)
+    if (results[i] != CHORUS_SUCCESS) detail::check(results[i], works[i].comm_);
+  detail::check(first, nullptr);  // refused arguments
+}
 
 class Communicator {
  public:
@@ -179,7 +206,7 @@ class Communicator {
     detail::check(chorus_iallreduce(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
                                     static_cast<chorus_op_t>(op), &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   // Hands a named tensor to the fusion engine (chorus_fused_allreduce) and
   // returns at once; the Work is its future. In place, or from in to out.
@@ -189,7 +216,7 @@ class Communicator {
     detail::check(chorus_fused_allreduce(comm_, name.c_str(), data.data(), data.data(), data.size(),
                                          dtype_of<T>(), static_cast<chorus_op_t>(op), &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   template <typename T>
   Work fused_allreduce(const std::string& name, std::span<const T> in, std::span<T> out, Op op) {
@@ -198,7 +225,7 @@ class Communicator {
     detail::check(chorus_fused_allreduce(comm_, name.c_str(), in.data(), out.data(), in.size(),
                                          dtype_of<T>(), static_cast<chorus_op_t>(op), &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   template <typename T>
   void allreduce(std::span<const T> in, std::span<T> out, Op op, const AllreduceOptions& options,
@@ -224,7 +251,7 @@ class Communicator {
     detail::check(chorus_iallreduce_ex(comm_, data.data(), data.data(), data.size(), dtype_of<T>(),
                                        static_cast<chorus_op_t>(op), &o, &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   template <typename T>
   void broadcast(std::span<T> data, int root,
@@ -334,14 +361,14 @@ class Communicator {
     chorus_request_t r = nullptr;
     detail::check(chorus_isend(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag, &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   template <typename T>
   Work irecv(std::span<T> data, int peer, int tag) {
     chorus_request_t r = nullptr;
     detail::check(chorus_irecv(comm_, data.data(), data.size(), dtype_of<T>(), peer, tag, &r),
                   comm_);
-    return Work(r);
+    return Work(r, comm_);
   }
   // Ranks with the same color form a new communicator ordered by (key, rank);
   // std::nullopt for a rank passing CHORUS_UNDEFINED.

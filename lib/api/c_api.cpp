@@ -1,6 +1,6 @@
-// extern "C" entry points of include/chorus.h: versions, result strings,
-// communicators and requests (the calls themselves: c_calls.cpp). Each
-// catches everything.
+// extern "C" entry points of include/chorus.h: versions, result strings and
+// communicators (the calls themselves: c_calls.cpp; waiting for requests:
+// c_requests.cpp). Each catches everything.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -12,7 +12,6 @@
 #include "lib/api/entry.hpp"
 #include "lib/api/handles.hpp"
 
-using chorus::Deadline;
 using chorus::UsageError;
 
 namespace chorus::api {
@@ -105,26 +104,8 @@ const char* last_error(chorus_comm_t comm) {
 namespace {
 
 using chorus::api::check_out;
-using chorus::api::deadline_from;
 using chorus::api::guarded;
 using chorus::api::lookup;
-
-// The communicator a request's errors are recorded for.
-chorus_comm_t owner_of(const chorus_request_t* request) {
-  return request && *request ? (*request)->owner : nullptr;
-}
-
-// A request whose communicator was destroyed: its result if it has one
-// (destroy waits for outstanding calls, bounded), else the usage error.
-void finish_orphan(chorus_request& r) {
-  chorus::Completion& c = r.fused     ? r.fused->completion
-                          : r.message ? r.message->request->completion()
-                                      : r.work->completion();
-  if (!c.done())
-    throw UsageError(CHORUS_ERR_INVALID_USAGE,
-                     "the request's communicator was destroyed before the request finished");
-  c.rethrow_if_failed();
-}
 
 }  // namespace
 
@@ -243,130 +224,6 @@ chorus_result_t chorus_comm_size(chorus_comm_t comm, int* size) {
 
 const char* chorus_comm_last_error(chorus_comm_t comm) {
   return chorus::api::last_error(comm);
-}
-
-chorus_result_t chorus_wait(chorus_request_t* request, int64_t timeout_ms) {
-  bool finished = false;
-  chorus_result_t result = guarded(owner_of(request), [&] {
-    check_out(request, "request");
-    check_out(*request, "*request");
-    chorus_request& r = **request;
-    if (timeout_ms < 0) throw UsageError("timeout_ms is negative (0 means CHORUS_TIMEOUT)");
-    // From here on every result but a timeout frees the request.
-    finished = true;
-    if (!chorus::api::is_live(r.owner)) {
-      // Destroying the communicator finished (or failed) everything it had.
-      finish_orphan(r);
-      return;
-    }
-    finished = false;
-    if (r.fused && r.fused->completion.done()) {  // no clock read: most waits of a step
-      finished = true;
-      r.fused->completion.rethrow_if_failed();
-      return;
-    }
-    // 0: the operation's own deadline (CHORUS_TIMEOUT from its start) decides;
-    // the wait gives it 10 s to spare, so that an operation that times out
-    // reports its own error (and is freed) instead of the wait timing out
-    // just before it.
-    Deadline deadline =
-        timeout_ms == 0
-            ? Deadline::after(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::duration<double>(lookup(r.owner).config().timeout_s + 10.0)))
-            : Deadline::after_ms(timeout_ms);
-    if (r.fused) {
-      // Waiting up to CHORUS_TIMEOUT, the thread runs the engine's due cycle
-      // itself instead of waking the engine's thread for it (and being woken).
-      // A shorter wait wakes the engine's thread for it, so that it returns
-      // on time.
-      if (chorus::fusion::Engine* engine = r.owner->fusion.made())
-        timeout_ms == 0 ? engine->run_due_cycle() : engine->kick();
-      if (!r.fused->completion.wait(deadline, r.spin)) {
-        // The engine made the request, so it exists; the tensor may finish
-        // just now, and then its name may be gone.
-        if (auto name = r.owner->fusion.made()->name_if_pending(*r.fused))
-          throw chorus::IoError(
-              CHORUS_ERR_TIMEOUT,
-              fmt::format("chorus_wait: fused allreduce of tensor '{}' not finished after {} ms",
-                          *name, timeout_ms));
-      }
-      finished = true;
-      r.fused->completion.rethrow_if_failed();
-      return;
-    }
-    if (r.message) {
-      // On a timeout the message stays posted (its buffer still lent to the
-      // library) and the request valid, as for a collective.
-      try {
-        lookup(r.owner).wait(*r.message, deadline, /*abort_on_timeout=*/false);
-      } catch (const chorus::IoError& e) {
-        finished = e.code() != CHORUS_ERR_TIMEOUT;
-        throw;
-      }
-      finished = true;
-      return;
-    }
-    // Waiting up to CHORUS_TIMEOUT, the thread runs the call itself if it has
-    // not started yet (the call's own deadline is then the same). A shorter
-    // wait leaves it to the worker, so that it returns on time and the
-    // request stays valid.
-    if (timeout_ms == 0 && !r.work->completion().done()) lookup(r.owner).run_queued_until(*r.work);
-    if (!r.work->completion().wait(deadline, r.spin))
-      throw chorus::IoError(CHORUS_ERR_TIMEOUT,
-                            fmt::format("chorus_wait: {} not finished after {} ms",
-                                        chorus::describe(r.work->signature()), timeout_ms));
-    finished = true;
-    r.work->completion().rethrow_if_failed();
-  });
-  if (finished) {
-    chorus::api::release_request(*request);
-    *request = nullptr;
-  }
-  return result;
-}
-
-chorus_result_t chorus_test(chorus_request_t* request, int* done) {
-  bool finished = false;
-  chorus_result_t result = guarded(owner_of(request), [&] {
-    check_out(request, "request");
-    check_out(*request, "*request");
-    check_out(done, "done");
-    chorus_request& r = **request;
-    if (!chorus::api::is_live(r.owner)) {
-      *done = 1;
-      finished = true;
-      finish_orphan(r);
-      return;
-    }
-    if (r.fused) {
-      *done = r.fused->completion.done() ? 1 : 0;
-      if (!*done) {
-        // A cycle due at once (every known tensor is in) starts now, not at
-        // the cycle timer.
-        if (chorus::fusion::Engine* engine = r.owner->fusion.made()) engine->kick();
-        return;
-      }
-      finished = true;
-      r.fused->completion.rethrow_if_failed();
-      return;
-    }
-    if (r.message) {
-      *done = r.message->request->done() ? 1 : 0;
-      if (!*done) return;
-      finished = true;
-      lookup(r.owner).wait(*r.message, Deadline::after_ms(0), false);  // reports its failure
-      return;
-    }
-    *done = r.work->completion().done() ? 1 : 0;
-    if (!*done) return;
-    finished = true;
-    r.work->completion().rethrow_if_failed();
-  });
-  if (finished) {
-    chorus::api::release_request(*request);
-    *request = nullptr;
-  }
-  return result;
 }
 
 }  // extern "C"
