@@ -645,8 +645,8 @@ CHORUS_API chorus_result_t chorus_test(chorus_request_t* request, int* done);
  * Returns CHORUS_SUCCESS, or the result of the first request in array order
  * that did not succeed; chorus_comm_last_error of each request's
  * communicator then has the message of its first request that failed. The
- * arguments refused (requests NULL with count > 0, timeout_ms negative):
- * nothing is waited for or freed. */
+ * arguments refused (requests NULL with count > 0, a request listed twice,
+ * timeout_ms negative): nothing is waited for or freed. */
 CHORUS_API chorus_result_t chorus_wait_all(size_t count, chorus_request_t* requests,
                                            int64_t timeout_ms, chorus_result_t* results);
 /* As MPI_Testall: *done = 1 when every request of requests[0, count) has

@@ -169,8 +169,20 @@ chorus_result_t wait_each(size_t count, chorus_request_t* requests, int64_t time
   return first;
 }
 
-void check_many(size_t count, const chorus_request_t* requests) {
+// The arguments of a wait for many: an array, in which no request appears
+// twice (its first wait would free it under the second).
+void check_many(size_t count, chorus_request_t* requests) {
   if (count > 0) check_out(requests, "requests");
+  size_t at = 0;
+  for (; at < count; ++at) {
+    if (!requests[at]) continue;
+    if (requests[at]->listed) break;
+    requests[at]->listed = true;
+  }
+  for (size_t i = 0; i < at; ++i)
+    if (requests[i]) requests[i]->listed = false;
+  if (at < count)
+    throw UsageError(fmt::format("requests[{}] is listed twice (each request at most once)", at));
 }
 
 }  // namespace

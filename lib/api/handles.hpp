@@ -27,6 +27,9 @@ struct chorus_request {
   chorus_comm_t owner;
   chorus::Spin spin;
   chorus::fusion::FusedPtr fused = nullptr;
+  // Set only while chorus_wait_all / chorus_test_all check that no request
+  // is listed twice (its first wait would free it under the second).
+  bool listed = false;
 };
 
 namespace chorus::api {

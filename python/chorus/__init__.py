@@ -24,7 +24,8 @@ end; the chief ``save(path)`` / ``restore(path)``; ``failed_workers()``.
 Buffers are NumPy arrays and torch CPU tensors, used where they lie (no copies):
 they must be contiguous, and outputs writable. Every collective has a
 non-blocking form (``i`` + its name, or ``nonblocking=True``) that returns a
-Request; its ``wait()`` returns the output. Outputs that are not given are
+Request; its ``wait()`` returns the output, and ``chorus.wait_all(requests)``
+waits for many at once and returns their outputs. Outputs that are not given are
 allocated: ``allgather`` stacks every rank's tensor, ``gather`` does so at the
 root, ``reduce_scatter`` and ``scatter`` keep one block. Timeouts are in
 seconds (None: CHORUS_TIMEOUT). A failure raises a ``chorus.Error`` subclass
@@ -37,7 +38,7 @@ import functools as _functools
 from . import _core
 from . import errors
 from .errors import *  # noqa: F401,F403  (the exception classes)
-from ._core import Comm, Mirrored, ParameterServer, Request, result_string, version
+from ._core import Comm, Mirrored, ParameterServer, Request, result_string, version, wait_all
 
 _core._set_error_classes(errors.BY_CODE)
 
@@ -89,5 +90,5 @@ for _name in ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce",
     setattr(Comm, "i" + _name, _functools.partialmethod(getattr(Comm, _name), nonblocking=True))
 del _name
 
-__all__ = ["Comm", "Mirrored", "ParameterServer", "Request", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG", "DTYPES", "TAG_MAX", "init",
+__all__ = ["Comm", "Mirrored", "ParameterServer", "Request", "wait_all", "ReduceOp", "SUM", "PROD", "MIN", "MAX", "AVG", "DTYPES", "TAG_MAX", "init",
            "result_string", "version", "errors"] + errors.__all__

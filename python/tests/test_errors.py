@@ -129,6 +129,28 @@ def test_a_deadline_names_the_call_and_the_late_rank():
     assert "allreduce" in caught[0][2] and "rank 1" in caught[0][2]
 
 
+def test_wait_all_past_its_deadline_leaves_the_late_request_pending():
+    done, caught = run_job("""
+        late = np.ones(4, np.float32)
+        if rank == 1:
+            time.sleep(2)
+        request = comm.iallreduce(late)
+        if rank == 0:
+            try:
+                chorus.wait_all([request], timeout=0.3)
+            except chorus.Timeout as e:
+                report(e)
+            say(f"PENDING {request.done}")
+        outputs = chorus.wait_all([request])
+        say(f"OUT {rank} {outputs[0][0]}")
+    """)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert caught[0][:2] == ("Timeout", 3), done.stdout + done.stderr
+    assert "allreduce" in caught[0][2]
+    assert "PENDING False" in done.stdout
+    assert "OUT 0 2.0" in done.stdout and "OUT 1 2.0" in done.stdout
+
+
 def test_use_after_destroy_and_bad_timeouts():
     done, caught = run_job("""
         request = comm.iallreduce(np.ones(2, np.float32))

@@ -190,7 +190,13 @@ TEST_CASE("c api: wait_all and test_all refuse bad arguments and touch nothing",
     if (std::strstr(chorus_comm_last_error(nullptr), "negative") == nullptr) return 5;
     if (chorus_test_all(1, &request, nullptr, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) return 6;
     if (chorus_test_all(1, nullptr, &done, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) return 7;
-    if (request == nullptr) return 8;
+    // Listed twice, the first wait would free it under the second.
+    chorus_request_t twice[3] = {request, nullptr, request};
+    if (chorus_wait_all(3, twice, 0, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) return 14;
+    if (std::strstr(chorus_comm_last_error(nullptr), "requests[2] is listed twice") == nullptr)
+      return 15;
+    if (chorus_test_all(3, twice, &done, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) return 16;
+    if (request == nullptr || twice[0] != request || twice[2] != request) return 8;
     return chorus_wait_all(1, &request, 0, nullptr) == CHORUS_SUCCESS && request == nullptr &&
                    x == 4
                ? 0

@@ -4,6 +4,7 @@
 #include "comm.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace chorus_py {
 
@@ -28,12 +29,50 @@ chorus_comm_t Request::comm_handle() const {
   return comm_.cast<const Comm&>().handle_or_null();
 }
 
-void Request::finish(chorus_result_t result) {
+void Request::settle(chorus_result_t result) {
   keep_ = py::none();
-  if (result != CHORUS_SUCCESS) {
-    failed_ = result;
-    raise_result(result, comm_handle());
+  if (result != CHORUS_SUCCESS) failed_ = result;
+}
+
+void Request::finish(chorus_result_t result) {
+  settle(result);
+  if (result != CHORUS_SUCCESS) raise_result(result, comm_handle());
+}
+
+py::list Request::wait_all(const py::sequence& requests, py::handle timeout) {
+  std::vector<Request*> all;
+  for (py::handle item : requests) all.push_back(&item.cast<Request&>());
+  std::int64_t timeout_ms = 0;
+  try {
+    timeout_ms = timeout_ms_of(timeout);
+  } catch (const ArgumentError& refused) {
+    raise_message(CHORUS_ERR_INVALID_ARGUMENT, refused.what());
   }
+  for (Request* r : all)
+    if (r->failed_) raise_message(*r->failed_, "the request already failed");
+  std::vector<chorus_request_t> handles;
+  for (Request* r : all) handles.push_back(r->request_);
+  std::vector<chorus_result_t> results(all.size(), CHORUS_SUCCESS);
+  chorus_result_t first;
+  {
+    py::gil_scoped_release release;
+    first = chorus_wait_all(handles.size(), handles.data(), timeout_ms, results.data());
+  }
+  // Every request that finished lets its buffers go; one still pending (its
+  // wait timed out) keeps them.
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const bool finished = all[i]->request_ && !handles[i];
+    all[i]->request_ = handles[i];
+    if (finished) all[i]->settle(results[i]);
+  }
+  if (first != CHORUS_SUCCESS) {
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (results[i] != CHORUS_SUCCESS) raise_result(results[i], all[i]->comm_handle());
+    raise_result(first, nullptr);  // refused arguments (a request listed twice)
+  }
+  py::list outputs;
+  for (Request* r : all) outputs.append(r->result_);
+  return outputs;
 }
 
 py::object Request::wait(py::handle timeout) {
@@ -80,6 +119,11 @@ void bind_comm(py::module_& module) {
            "output")
       .def("test", &Request::test, "True once complete (raises if it failed)")
       .def_property_readonly("done", &Request::done);
+  module.def("wait_all", &Request::wait_all, py::arg("requests"), py::arg("timeout") = py::none(),
+             "Waits for every request at once (chorus_wait_all: with a timeout in seconds, one "
+             "deadline for all; None: each its CHORUS_TIMEOUT) and returns their outputs in "
+             "order; raises the first failure, in order (the requests that finished are done "
+             "either way, one that timed out stays pending)");
 
   py::class_<Comm> comm(module, "Comm",
                         "A communicator: the ranks of a job, or a group split from it");

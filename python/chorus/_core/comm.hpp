@@ -39,10 +39,15 @@ class Request {
   py::object wait(py::handle timeout);
   bool test();
   bool done() const { return request_ == nullptr; }
+  // chorus.wait_all: every request at once (chorus_wait_all); their outputs,
+  // or the first failure in order raised.
+  static py::list wait_all(const py::sequence& requests, py::handle timeout);
 
  private:
   chorus_comm_t comm_handle() const;
   void finish(chorus_result_t result);
+  // finish() without raising: the buffers let go, a failure kept.
+  void settle(chorus_result_t result);
 
   chorus_request_t request_;
   py::object comm_;  // the Comm: its handle names the errors; kept alive with the request

@@ -183,6 +183,28 @@ def test_nonblocking_forms_complete_in_order(comm):
     assert requests[2].wait() is None
 
 
+def test_wait_all_returns_every_output_in_order(comm):
+    x = np.full(4, comm.rank + 1, np.int32)
+    y = np.zeros(comm.size * 4, np.int32)
+    fused = np.full(3, float(comm.rank), np.float32)
+    requests = [comm.iallreduce(x), comm.ibarrier(),
+                comm.iallgather(np.full(4, comm.rank, np.int32), out=y),
+                comm.fused_allreduce("wait_all/fused", fused)]
+    outputs = chorus.wait_all(requests, timeout=60)
+    assert len(outputs) == 4 and outputs[0] is x and outputs[1] is None
+    assert outputs[2] is y and outputs[3] is fused
+    assert all(r.done for r in requests)
+    np.testing.assert_array_equal(x, np.full(4, comm.size * (comm.size + 1) // 2))
+    np.testing.assert_array_equal(y, np.repeat(np.arange(comm.size), 4))
+    np.testing.assert_array_equal(fused, np.full(3, comm.size * (comm.size - 1) / 2))
+    assert chorus.wait_all([]) == []
+    assert chorus.wait_all(requests)[2] is y  # finished requests give their outputs again
+    twice = comm.iallreduce(np.ones(2, np.int32))
+    with pytest.raises(chorus.Error, match="listed twice"):
+        chorus.wait_all([twice, twice])
+    assert not twice.done and twice.wait() is not None
+
+
 def test_split_into_even_and_odd_ranks(comm):
     sub = comm.split(comm.rank % 2, key=-comm.rank)  # reversed order inside each group
     members = [r for r in range(comm.size) if r % 2 == comm.rank % 2]
