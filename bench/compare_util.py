@@ -122,26 +122,21 @@ def print_load(load, n, configs, report):
     """The line saying what the load got done beside each configuration."""
     if not load:
         return
-    cells = []
-    for c in configs:
-        f = load.fraction((n, c))
-        cells.append("%s %s" % (c, "-" if f is None else "%.2f" % f))
-    print("## load beside every run: %s; its work per second beside each configuration as a "
-          "fraction of alone (median of runs): %s" % (load.describe(), ", ".join(cells)))
-    lost = []
-    for c in configs:
-        s = load.lost((n, c))
-        lost.append("%s %s" % (c, "-" if s is None else "%.2f" % s))
-    print("## seconds of the load's work lost beside each configuration's whole run, launch "
-          "included (its time beside it less what that work takes alone; the same collective "
-          "work for every configuration; median of runs): %s" % ", ".join(lost))
-    cpu = []
-    for c in configs:
-        s = load.cpu((n, c))
-        cpu.append("%s %s" % (c, "-" if s is None else "%.2f" % s))
-    print("## CPU seconds the benchmark's processes used beside the load (user + system, "
-          "launcher and ranks, launch included; the same collective work for every "
-          "configuration; median of runs): %s" % ", ".join(cpu))
+    lines = (
+        (load.fraction, "load beside every run: %s; its work per second beside each "
+         "configuration as a fraction of alone (median of runs)" % load.describe()),
+        (load.lost, "seconds of the load's work lost beside each configuration's whole run, "
+         "launch included (its time beside it less what that work takes alone; the same "
+         "collective work for every configuration; median of runs)"),
+        (load.cpu, "CPU seconds the benchmark's processes used beside the load (user + "
+         "system, launcher and ranks, launch included; the same collective work for every "
+         "configuration; median of runs)"))
+    for median, text in lines:
+        cells = []
+        for c in configs:
+            v = median((n, c))
+            cells.append("%s %s" % (c, "-" if v is None else "%.2f" % v))
+        print("## %s: %s" % (text, ", ".join(cells)))
     report.setdefault("load", {"kind": load.kind, "workers": load.workers, "alone": load.alone,
                                "fractions": {}, "lost_s": {}, "cpu_s": {}})
     for c in configs:
