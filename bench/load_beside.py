@@ -125,7 +125,6 @@ class LoadBeside:
         """The median of losts(key), None without a run."""
         return _median(self.losts(key))
 
-
     def cpus(self, key):
         """Per run of key: the CPU seconds (user and system) of every process
         that fn started and waited for, launcher and ranks. Unlike the load's
