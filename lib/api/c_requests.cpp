@@ -50,8 +50,11 @@ void check_timeout(int64_t timeout_ms) {
 // of a wait for many requests, used instead of timeout_ms's (0 included).
 // Sets finished once the request's result is final, thrown or not: the
 // caller then frees it. A wait that times out leaves it unfinished.
-void wait_one(chorus_request& r, int64_t timeout_ms, const Deadline* shared, const char* caller,
-              bool& finished) {
+// Inlined: a fused step waits for each of its hundreds of tensors (1000
+// already-finished waits, 1 rank: 167 against 184 us a step called).
+[[gnu::always_inline]] inline void wait_one(chorus_request& r, int64_t timeout_ms,
+                                            const Deadline* shared, const char* caller,
+                                            bool& finished) {
   // From here on every result but a timeout frees the request.
   finished = true;
   if (!chorus::api::is_live(r.owner)) {
