@@ -9,7 +9,6 @@
 
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "base/core/error.hpp"
 #include "lib/api/entry.hpp"
@@ -146,8 +145,9 @@ void release(chorus_request_t* request) {
 chorus_result_t wait_each(size_t count, chorus_request_t* requests, int64_t timeout_ms,
                           const Deadline* deadline, chorus_result_t* results, const char* caller) {
   chorus_result_t first = CHORUS_SUCCESS;
+  // Each guarded wait sets or clears its communicator's last error; only
+  // those with a failure need their first one put back at the end.
   std::unordered_map<chorus_comm_t, std::string> first_errors;
-  std::vector<chorus_comm_t> owners;
   for (size_t i = 0; i < count; ++i) {
     chorus_result_t result = CHORUS_SUCCESS;
     if (requests[i]) {
@@ -156,19 +156,12 @@ chorus_result_t wait_each(size_t count, chorus_request_t* requests, int64_t time
       result =
           guarded(owner, [&] { wait_one(*requests[i], timeout_ms, deadline, caller, finished); });
       if (finished) release(&requests[i]);
-      owners.push_back(owner);
       if (result != CHORUS_SUCCESS) first_errors.try_emplace(owner, chorus::api::last_error(owner));
     }
     if (results) results[i] = result;
     if (first == CHORUS_SUCCESS) first = result;
   }
-  for (chorus_comm_t owner : owners) {
-    auto it = first_errors.find(owner);
-    if (it == first_errors.end())
-      chorus::api::clear_last_error(owner);
-    else
-      chorus::api::set_last_error(owner, it->second);
-  }
+  for (const auto& [owner, message] : first_errors) chorus::api::set_last_error(owner, message);
   return first;
 }
 

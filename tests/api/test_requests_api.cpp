@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,32 +223,27 @@ TEST_CASE("c++ api: a Work's failed wait carries its message; wait_all throws th
           results[1] = v[0] == 3.0f ? 0 : 1;
           return;
         }
-        chorus::Work w = comm.iallreduce_inplace(std::span<float>(v), chorus::Op::sum);
-        try {
-          w.wait(std::chrono::milliseconds(20));
-          results[0] = 2;  // rank 1 has not joined yet
-          return;
-        } catch (const chorus::Error& e) {
-          // "timed out: chorus_wait: allreduce ... not finished after 20 ms"
-          if (e.code() != CHORUS_ERR_TIMEOUT ||
-              std::string(e.what()).find("allreduce") == std::string::npos) {
-            results[0] = 3;
-            return;
+        // 0 when wait() throws a timeout whose message holds `text`, else
+        // `code` (rank 1 has not joined yet, so every wait times out).
+        auto timed_out_saying = [](const std::function<void()>& wait, const char* text, int code) {
+          try {
+            wait();
+          } catch (const chorus::Error& e) {
+            const bool named = std::string(e.what()).find(text) != std::string::npos;
+            return e.code() == CHORUS_ERR_TIMEOUT && named ? 0 : code;
           }
-        }
+          return code;
+        };
+        chorus::Work w = comm.iallreduce_inplace(std::span<float>(v), chorus::Op::sum);
+        // "timed out: chorus_wait: allreduce ... not finished after 20 ms"
+        results[0] =
+            timed_out_saying([&] { w.wait(std::chrono::milliseconds(20)); }, "allreduce", 3);
+        if (results[0] != 0) return;
         std::vector<chorus::Work> works;
         works.push_back(std::move(w));
-        try {
-          chorus::wait_all(works, std::chrono::milliseconds(20));
-          results[0] = 4;
-          return;
-        } catch (const chorus::Error& e) {
-          if (e.code() != CHORUS_ERR_TIMEOUT ||
-              std::string(e.what()).find("chorus_wait_all") == std::string::npos) {
-            results[0] = 5;
-            return;
-          }
-        }
+        results[0] = timed_out_saying(
+            [&] { chorus::wait_all(works, std::chrono::milliseconds(20)); }, "chorus_wait_all", 5);
+        if (results[0] != 0) return;
         timed_out = true;
         chorus::wait_all(works);
         results[0] = v[0] == 3.0f && works[0].test() ? 0 : 6;
